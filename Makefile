@@ -1,0 +1,46 @@
+# prequalbench: build, test and lint. `make test` is the one test command;
+# .ci/run calls it on a fresh machine after hack/setup.sh.
+
+GO            ?= go
+CARGO         ?= cargo
+BIN           := bin
+REVISION      := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS       := -X github.com/prequalbench/prequalbench/internal/buildinfo.Revision=$(REVISION)
+BACKEND_BIN   := backend/target/release/prequal-backend
+# Test timeout for the whole Go suite; individual tests poll with deadlines.
+GOTEST_FLAGS  ?= -timeout 15m
+
+.PHONY: all build backend test test-go test-rust lint bench kube-bins campaign clean
+
+all: build
+
+build: backend
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/prequalbench ./cmd/prequalbench
+
+backend:
+	cd backend && $(CARGO) build --release --quiet
+
+# The real kube-apiserver and etcd the Kubernetes tests start (built once per machine).
+kube-bins:
+	@hack/kube-test-bins.sh >/dev/null
+
+test: backend kube-bins
+	$(GO) vet ./...
+	KUBEBUILDER_ASSETS="$$(hack/kube-test-bins.sh)" PREQUALBENCH_BACKEND_BIN="$(CURDIR)/$(BACKEND_BIN)" \
+		$(GO) test $(GOTEST_FLAGS) ./...
+	cd backend && $(CARGO) test
+
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd backend && $(CARGO) fmt --check && $(CARGO) clippy --quiet -- -D warnings
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./loadbalancer/ ./ingress/... ./campaign/load/
+
+# The README's main job: a local quickstart campaign and its report.
+campaign: build
+	$(BIN)/prequalbench campaign run --scenario quickstart --backend-bin $(BACKEND_BIN)
+
+clean:
+	rm -rf $(BIN) backend/target

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine needs for `make test` and the local campaign:
+# Debian packages (promtool for the rule checks), the Go modules, the Rust
+# backend, and the kube-apiserver and etcd the Kubernetes tests start.
+# Safe to run again: each step is skipped when its result is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v cargo >/dev/null 2>&1 || need_apt+=(cargo)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: apt-get install ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: please install: ${need_apt[*]} (needs root)" >&2
+  fi
+fi
+
+go mod download
+(cd backend && cargo build --release --quiet)
+hack/kube-test-bins.sh >/dev/null
+echo "setup: done"

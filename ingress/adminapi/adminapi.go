@@ -1,0 +1,64 @@
+// Package adminapi is the wire contract of the ingress's admin API: the JSON
+// types of /routes, /admin/state, /admin/algorithm and /admin/reset, and a
+// small client the campaign runner uses to drive and verify the ingress.
+package adminapi
+
+import (
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// State is the answer of GET /admin/state and POST /admin/reset.
+type State struct {
+	// Routes in a stable order (by route key).
+	Routes []RouteState `json:"routes"`
+	// ProbeQueueDepth is the number of probes waiting for a worker.
+	ProbeQueueDepth int `json:"probe_queue_depth"`
+}
+
+// RouteState is one route's configuration and counters.
+type RouteState struct {
+	// Key identifies the route: for the file source the route's name, for
+	// the Kubernetes source "namespace/service:port".
+	Key       string `json:"key"`
+	Host      string `json:"host"`
+	Path      string `json:"path"`
+	PathType  string `json:"path_type"`
+	Algorithm string `json:"algorithm"`
+	// Requests counts requests routed here since the last reset.
+	Requests uint64 `json:"requests"`
+	// NoEndpoint counts 503 answers for lack of endpoints since the last reset.
+	NoEndpoint uint64 `json:"no_endpoint"`
+	// UpstreamErrors counts 502 and 504 answers since the last reset.
+	UpstreamErrors uint64 `json:"upstream_errors"`
+	// Policy holds the policy's counters (picks per endpoint, fallbacks,
+	// probe outcomes, pool size).
+	Policy loadbalancer.Stats `json:"policy"`
+}
+
+// Route is one entry of GET /routes.
+type Route struct {
+	Key       string   `json:"key"`
+	Host      string   `json:"host"`
+	Path      string   `json:"path"`
+	PathType  string   `json:"path_type"`
+	Algorithm string   `json:"algorithm"`
+	Endpoints []string `json:"endpoints"`
+}
+
+// AlgorithmRequest is the body of POST /admin/algorithm. An empty Route means
+// every route.
+type AlgorithmRequest struct {
+	Route     string `json:"route,omitempty"`
+	Algorithm string `json:"algorithm"`
+}
+
+// ResetRequest is the body of POST /admin/reset (optional). An empty Route
+// means every route.
+type ResetRequest struct {
+	Route string `json:"route,omitempty"`
+}
+
+// Error is the JSON body of every 4xx/5xx answer of the admin API.
+type Error struct {
+	Error string `json:"error"`
+}

@@ -1,0 +1,50 @@
+// Package route is the contract between route sources (the Kubernetes
+// informers, the routes file) and the dataplane: a source computes the full
+// set of routes and hands it to a Sink whenever anything changes.
+package route
+
+import "context"
+
+// Path types, as in networking.k8s.io/v1.
+const (
+	PathExact                  = "Exact"
+	PathPrefix                 = "Prefix"
+	PathImplementationSpecific = "ImplementationSpecific" // matched as Prefix
+)
+
+// Spec is one host/path rule and the backend pool it sends traffic to.
+type Spec struct {
+	// Key names the backend pool. Several rules may share one key (one
+	// Kubernetes service port behind two paths); they then share one policy
+	// instance, its probe pool and its counters. The Kubernetes source uses
+	// "namespace/service:port"; the file source the route's name.
+	Key string `json:"key"`
+	// Host is the exact host, a wildcard "*.example.com", or "" for any.
+	Host string `json:"host"`
+	// Path starts with "/".
+	Path     string `json:"path"`
+	PathType string `json:"path_type"`
+	// Algorithm is the policy name; "" means the ingress's default.
+	Algorithm string `json:"algorithm"`
+	// Endpoints are the ready backend addresses ("ip:port").
+	Endpoints []string `json:"endpoints"`
+	// Origin says where the rule came from ("namespace/ingress-name" or the
+	// routes file), for conflict reports.
+	Origin string `json:"origin,omitempty"`
+}
+
+// Sink receives the complete route set; each call replaces the previous one.
+// Implementations must be safe for concurrent use and must not keep specs
+// (the slice may be reused by the source).
+type Sink interface {
+	Update(specs []Spec)
+}
+
+// Source produces route sets until its context ends.
+type Source interface {
+	// Run feeds sink until ctx is done. It returns nil on a clean stop.
+	Run(ctx context.Context, sink Sink) error
+	// Synced reports whether the source has delivered its first complete
+	// route set (for /readyz).
+	Synced() bool
+}

@@ -1,0 +1,135 @@
+// Package loadbalancer holds the backend-selection policies as pure state
+// machines: Prequal (NSDI '24) and the classic baselines.
+//
+// A policy starts no goroutine, opens no socket and never reads the wall
+// clock. Time arrives as a now argument and randomness from a *rand.Rand the
+// caller owns, so the ingress can drive a policy with real time and HTTP while
+// tests drive it with a fake clock and a fixed seed.
+//
+// Policies are not safe for concurrent use: the caller holds one lock per
+// route around every call. Calls are short (O(pool size) at most) and Pick
+// does not allocate.
+package loadbalancer
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// ErrNoEndpoints is returned by Pick when the policy has no endpoints.
+var ErrNoEndpoints = errors.New("loadbalancer: no endpoints")
+
+// Policy chooses an endpoint for each request and learns from what happens.
+type Policy interface {
+	// Name is the algorithm name, as accepted by New.
+	Name() string
+
+	// SetEndpoints replaces the endpoint set (addresses, "host:port").
+	// State of endpoints that stay is kept; state of those that go is dropped.
+	SetEndpoints(now time.Time, endpoints []string)
+
+	// Pick chooses the endpoint for one request. The returned Picked must be
+	// handed back to Done exactly once when the request finishes.
+	Pick(now time.Time, rng *rand.Rand) (Picked, error)
+
+	// Done reports that a request picked earlier finished. status is the HTTP
+	// status code, or 0 when no response came (connection error, timeout).
+	Done(now time.Time, p Picked, latency time.Duration, status int)
+
+	// ProbesDue appends to dst the endpoints to probe now and returns it:
+	// the probes owed by queries since the last call, plus idle probes when
+	// no query has triggered one for a while. Policies that do not probe
+	// return dst unchanged. Call it after each Pick and from an idle ticker.
+	ProbesDue(now time.Time, rng *rand.Rand, dst []string) []string
+
+	// ProbeResult hands in a probe answer received at now (the local receipt
+	// time, never the backend's clock).
+	ProbeResult(now time.Time, endpoint string, r ProbeReply)
+
+	// ProbeFailed reports a probe that produced no usable answer.
+	ProbeFailed(now time.Time, endpoint string, reason ProbeOutcome)
+
+	// Reset forgets everything learned and zeroes the per-run counters; it
+	// keeps the endpoints. In-flight requests stay counted: their Done calls
+	// are still to come.
+	Reset(now time.Time)
+
+	// Stats returns a copy of the policy's counters for snapshots and metrics.
+	Stats() Stats
+}
+
+// Picked is the token for one picked request.
+type Picked struct {
+	// Endpoint is the chosen address.
+	Endpoint string
+	// Fallback is true when Prequal had too few usable probes and chose
+	// uniformly at random.
+	Fallback bool
+	// Hot is true when Prequal chose among probes that were all hot.
+	Hot bool
+
+	index int    // position in the endpoint slice at pick time
+	gen   uint64 // endpoint-set generation at pick time
+}
+
+// ProbeReply is a backend's answer to a probe.
+type ProbeReply struct {
+	// RIF is the backend's requests in flight.
+	RIF int
+	// Latency is the backend's latency estimate at its current RIF.
+	Latency time.Duration
+	// LatencyKnown is false when the backend has no recent history; Latency
+	// is then meaningless and must not be read as 0 ms.
+	LatencyKnown bool
+}
+
+// ProbeOutcome classifies a probe's result.
+type ProbeOutcome string
+
+// Probe outcomes. Every outcome other than ProbeOK is a failure reason.
+const (
+	ProbeOK        ProbeOutcome = "ok"
+	ProbeTimeout   ProbeOutcome = "timeout"   // no answer in time, or connection error
+	ProbeStatus    ProbeOutcome = "status"    // HTTP status other than 200
+	ProbeMalformed ProbeOutcome = "malformed" // body is not a valid probe reply
+	ProbeStale     ProbeOutcome = "stale"     // backend timestamp too far from our clock
+	ProbeDropped   ProbeOutcome = "dropped"   // never sent: the probe queue was full
+)
+
+// ProbeOutcomes lists every outcome in a fixed order, for stable output.
+var ProbeOutcomes = []ProbeOutcome{ProbeOK, ProbeTimeout, ProbeStatus, ProbeMalformed, ProbeStale, ProbeDropped}
+
+// Stats are a policy's counters since the last Reset.
+type Stats struct {
+	Algorithm string `json:"algorithm"`
+	// Endpoints in the order of the current endpoint set.
+	Endpoints []EndpointStats `json:"endpoints"`
+	// Picks is the total number of picks.
+	Picks uint64 `json:"picks"`
+	// Fallbacks counts picks made uniformly at random because fewer than
+	// the minimum number of usable probes were in the pool.
+	Fallbacks uint64 `json:"fallbacks"`
+	// HotPicks counts picks where every usable probe was hot; ColdPicks
+	// those that chose the coldest-fastest probe.
+	HotPicks  uint64 `json:"hot_picks"`
+	ColdPicks uint64 `json:"cold_picks"`
+	// ProbesPlanned counts probes handed out by ProbesDue.
+	ProbesPlanned uint64 `json:"probes_planned"`
+	// ProbeOutcomes counts probe results and failures by outcome.
+	ProbeOutcomes map[ProbeOutcome]uint64 `json:"probe_outcomes"`
+	// PoolSize is the number of probes in the pool now.
+	PoolSize int `json:"pool_size"`
+	// PoolRemovals counts probes removed from the pool, by reason
+	// ("overflow", "reuse", "age", "oldest", "worst").
+	PoolRemovals map[string]uint64 `json:"pool_removals,omitempty"`
+}
+
+// EndpointStats are per-endpoint counters.
+type EndpointStats struct {
+	Address  string `json:"address"`
+	Picks    uint64 `json:"picks"`
+	InFlight int    `json:"in_flight"`
+	// Errors counts finished requests with status 0 or >= 500.
+	Errors uint64 `json:"errors"`
+}

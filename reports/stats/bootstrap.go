@@ -1,0 +1,74 @@
+package stats
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// RatioCI is the ratio of two medians with a percentile bootstrap interval.
+type RatioCI struct {
+	// Ratio is median(num) / median(den); NaN when undefined.
+	Ratio      float64
+	Lo, Hi     float64
+	Resamples  int
+	Confidence float64
+	Warnings   []error
+}
+
+// ErrZeroDenominator is the warning for a ratio whose denominator median is 0.
+var ErrZeroDenominator = errors.New("stats: median of the denominator is 0, ratio undefined")
+
+// BootstrapRatio estimates median(num)/median(den) and a percentile
+// interval at confidence by resampling each sample with replacement,
+// independently, resamples times. The runs are the unit of resampling, so
+// num and den hold one value per run. rng makes the result reproducible:
+// the same seed gives the same bounds, bit for bit.
+func BootstrapRatio(num, den []float64, resamples int, confidence float64, rng *rand.Rand) RatioCI {
+	r := RatioCI{Ratio: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Resamples: resamples, Confidence: confidence}
+	if len(num) == 0 || len(den) == 0 {
+		r.Warnings = append(r.Warnings, ErrEmpty)
+		return r
+	}
+	r.Ratio = ratio(Median(num), Median(den))
+	if Median(den) == 0 && Median(num) != 0 {
+		r.Ratio = math.NaN()
+		r.Warnings = append(r.Warnings, ErrZeroDenominator)
+		return r
+	}
+	if resamples <= 0 {
+		return r
+	}
+	ratios := make([]float64, resamples)
+	bn := make([]float64, len(num))
+	bd := make([]float64, len(den))
+	for i := range ratios {
+		for j := range bn {
+			bn[j] = num[rng.IntN(len(num))]
+		}
+		for j := range bd {
+			bd[j] = den[rng.IntN(len(den))]
+		}
+		ratios[i] = ratio(Median(bn), Median(bd))
+	}
+	slices.Sort(ratios)
+	a := (1 - confidence) / 2
+	lo := int(math.Floor(a * float64(resamples)))
+	hi := int(math.Ceil((1-a)*float64(resamples))) - 1
+	lo = min(max(lo, 0), resamples-1)
+	hi = min(max(hi, 0), resamples-1)
+	r.Lo, r.Hi = ratios[lo], ratios[hi]
+	return r
+}
+
+// ratio divides, calling 0/0 "no change" (1) and x/0 +Inf.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		if a == 0 {
+			return 1
+		}
+		return math.Inf(1)
+	}
+	return a / b
+}

@@ -44,7 +44,7 @@ type Rule[T any] struct {
 // Conflict reports a rule that lost to another rule with the same host, path
 // and path type.
 type Conflict struct {
-	Host, Path, PathType string
+	Host, Path, PathType    string
 	WinnerKey, WinnerOrigin string
 	LoserKey, LoserOrigin   string
 }

@@ -1,0 +1,152 @@
+package loadbalancer
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// probeless carries the parts of Policy shared by the baselines that decide
+// from local state only: they plan no probes and only count probe answers
+// (none should arrive, since UsesProbes is false for them).
+type probeless struct{ base }
+
+func (p *probeless) SetEndpoints(_ time.Time, endpoints []string) { p.setEndpoints(endpoints) }
+
+func (p *probeless) Done(_ time.Time, pk Picked, _ time.Duration, status int) {
+	p.done(pk, status)
+}
+
+func (p *probeless) ProbesDue(_ time.Time, _ *rand.Rand, dst []string) []string { return dst }
+
+func (p *probeless) ProbeResult(_ time.Time, endpoint string, _ ProbeReply) {
+	if _, ok := p.byAddr[endpoint]; ok {
+		p.countOutcome(ProbeOK)
+	}
+}
+
+func (p *probeless) ProbeFailed(_ time.Time, endpoint string, reason ProbeOutcome) {
+	if _, ok := p.byAddr[endpoint]; ok {
+		p.countOutcome(reason)
+	}
+}
+
+func (p *probeless) Reset(time.Time) { p.resetCounters() }
+
+func (p *probeless) Stats() Stats { return p.stats(0) }
+
+// roundRobin cycles through the route's endpoints with its own counter (the
+// seed shared one counter across all routes). The first pick after creation
+// or Reset starts at a random offset, so ingress replicas do not march in
+// step.
+type roundRobin struct {
+	probeless
+	next    int
+	started bool
+}
+
+var _ Policy = (*roundRobin)(nil)
+
+func newRoundRobin() *roundRobin {
+	return &roundRobin{probeless: probeless{newBase(NameRoundRobin)}}
+}
+
+func (r *roundRobin) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+	n := len(r.eps)
+	if n == 0 {
+		return Picked{}, ErrNoEndpoints
+	}
+	if !r.started {
+		r.next, r.started = rng.IntN(n), true
+	}
+	i := r.next % n
+	r.next = (i + 1) % n
+	return r.pick(i), nil
+}
+
+func (r *roundRobin) Reset(now time.Time) {
+	r.probeless.Reset(now)
+	r.started = false
+}
+
+// leastRequest scans every endpoint for the fewest local in-flight requests,
+// breaking ties uniformly at random (the seed's coin flip favoured later
+// endpoints).
+type leastRequest struct{ probeless }
+
+var _ Policy = (*leastRequest)(nil)
+
+func newLeastRequest() *leastRequest {
+	return &leastRequest{probeless{newBase(NameLeastRequest)}}
+}
+
+func (l *leastRequest) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+	if len(l.eps) == 0 {
+		return Picked{}, ErrNoEndpoints
+	}
+	best, ties := 0, 0
+	for i := range l.eps {
+		f := l.eps[i].inFlight
+		switch {
+		case ties == 0 || f < l.eps[best].inFlight:
+			best, ties = i, 1
+		case f == l.eps[best].inFlight:
+			ties++
+			if rng.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return l.pick(best), nil
+}
+
+// p2c is Envoy's LEAST_REQUEST with equal weights: two endpoints drawn at
+// random without replacement, the one with fewer in-flight requests wins, a
+// tie goes to either with equal chance.
+type p2c struct{ probeless }
+
+var _ Policy = (*p2c)(nil)
+
+func newP2C() *p2c { return &p2c{probeless{newBase(NameP2C)}} }
+
+func (p *p2c) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+	a, b, err := twoDistinct(len(p.eps), rng)
+	if err != nil {
+		return Picked{}, err
+	}
+	fa, fb := p.eps[a].inFlight, p.eps[b].inFlight
+	if fb < fa || (fb == fa && rng.IntN(2) == 0) {
+		a = b
+	}
+	return p.pick(a), nil
+}
+
+// twoDistinct draws two different indexes below n uniformly; with n == 1
+// both are 0.
+func twoDistinct(n int, rng *rand.Rand) (int, int, error) {
+	switch n {
+	case 0:
+		return 0, 0, ErrNoEndpoints
+	case 1:
+		return 0, 0, nil
+	}
+	a := rng.IntN(n)
+	b := rng.IntN(n - 1)
+	if b >= a {
+		b++
+	}
+	return a, b, nil
+}
+
+// random picks an endpoint uniformly at random.
+type random struct{ probeless }
+
+var _ Policy = (*random)(nil)
+
+func newRandom() *random { return &random{probeless{newBase(NameRandom)}} }
+
+func (r *random) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+	if len(r.eps) == 0 {
+		return Picked{}, ErrNoEndpoints
+	}
+	return r.pick(rng.IntN(len(r.eps))), nil
+}

@@ -1,0 +1,157 @@
+package loadbalancer
+
+// endpoint is the state every policy keeps per endpoint.
+type endpoint struct {
+	addr     string
+	picks    uint64
+	inFlight int
+	errors   uint64
+}
+
+// Pool removal reasons, indexes into base.removals.
+const (
+	removeOverflow = iota
+	removeReuse
+	removeAge
+	removeOldest
+	removeWorst
+	removeReplaced
+	numRemovalReasons
+)
+
+var removalNames = [numRemovalReasons]string{"overflow", "reuse", "age", "oldest", "worst", "replaced"}
+
+// base holds the endpoint set and the counters shared by every policy.
+type base struct {
+	name   string
+	eps    []endpoint
+	byAddr map[string]int
+	gen    uint64 // bumped by every SetEndpoints
+
+	picks, fallbacks, hotPicks, coldPicks, probesPlanned uint64
+	outcomes                                             [len(outcomeIndex)]uint64
+	removals                                             [numRemovalReasons]uint64
+}
+
+// outcomeIndex orders the counters in base.outcomes; the last slot counts
+// reasons outside ProbeOutcomes, reported as "other".
+var outcomeIndex = [...]ProbeOutcome{ProbeOK, ProbeTimeout, ProbeStatus, ProbeMalformed, ProbeStale, ProbeDropped, "other"}
+
+func outcomeSlot(o ProbeOutcome) int {
+	for i := range len(outcomeIndex) - 1 {
+		if outcomeIndex[i] == o {
+			return i
+		}
+	}
+	return len(outcomeIndex) - 1
+}
+
+func newBase(name string) base {
+	return base{name: name, byAddr: map[string]int{}}
+}
+
+func (b *base) Name() string { return b.name }
+
+// setEndpoints installs a new endpoint set, keeping the counters and
+// in-flight counts of addresses that stay. Duplicate addresses are kept once.
+// It returns the previous slice and index so a policy can carry its own
+// state over.
+func (b *base) setEndpoints(addrs []string) (old []endpoint, oldIdx map[string]int) {
+	old, oldIdx = b.eps, b.byAddr
+	eps := make([]endpoint, 0, len(addrs))
+	byAddr := make(map[string]int, len(addrs))
+	for _, a := range addrs {
+		if _, dup := byAddr[a]; dup {
+			continue
+		}
+		e := endpoint{addr: a}
+		if i, ok := oldIdx[a]; ok {
+			e = old[i]
+		}
+		byAddr[a] = len(eps)
+		eps = append(eps, e)
+	}
+	b.eps, b.byAddr = eps, byAddr
+	b.gen++
+	return old, oldIdx
+}
+
+// pick records a pick of endpoint i and returns its token.
+func (b *base) pick(i int) Picked {
+	e := &b.eps[i]
+	e.picks++
+	e.inFlight++
+	b.picks++
+	return Picked{Endpoint: e.addr, index: i, gen: b.gen}
+}
+
+// lookup finds the endpoint of a token in O(1): by position when the set has
+// not changed since the pick, else by address. ok is false when it is gone.
+func (b *base) lookup(p Picked) (int, bool) {
+	if p.gen == b.gen && p.index >= 0 && p.index < len(b.eps) && b.eps[p.index].addr == p.Endpoint {
+		return p.index, true
+	}
+	i, ok := b.byAddr[p.Endpoint]
+	return i, ok
+}
+
+// done settles a finished request and returns its endpoint's index, or -1
+// when the endpoint has left the set.
+func (b *base) done(p Picked, status int) int {
+	i, ok := b.lookup(p)
+	if !ok {
+		return -1
+	}
+	e := &b.eps[i]
+	// An endpoint that left and came back starts from zero in flight; a Done
+	// for a pick made before it left must not drive the count negative.
+	if e.inFlight > 0 {
+		e.inFlight--
+	}
+	if status == 0 || status >= 500 {
+		e.errors++
+	}
+	return i
+}
+
+// countOutcome counts one probe result or failure.
+func (b *base) countOutcome(o ProbeOutcome) { b.outcomes[outcomeSlot(o)]++ }
+
+// resetCounters zeroes the per-run counters, keeping in-flight counts.
+func (b *base) resetCounters() {
+	for i := range b.eps {
+		b.eps[i].picks = 0
+		b.eps[i].errors = 0
+	}
+	b.picks, b.fallbacks, b.hotPicks, b.coldPicks, b.probesPlanned = 0, 0, 0, 0, 0
+	b.outcomes = [len(outcomeIndex)]uint64{}
+	b.removals = [numRemovalReasons]uint64{}
+}
+
+// stats copies the counters; poolSize is the policy's current pool size.
+func (b *base) stats(poolSize int) Stats {
+	s := Stats{
+		Algorithm:     b.name,
+		Endpoints:     make([]EndpointStats, len(b.eps)),
+		Picks:         b.picks,
+		Fallbacks:     b.fallbacks,
+		HotPicks:      b.hotPicks,
+		ColdPicks:     b.coldPicks,
+		ProbesPlanned: b.probesPlanned,
+		ProbeOutcomes: make(map[ProbeOutcome]uint64, len(outcomeIndex)),
+		PoolSize:      poolSize,
+		PoolRemovals:  make(map[string]uint64, numRemovalReasons),
+	}
+	for i, e := range b.eps {
+		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: e.inFlight, Errors: e.errors}
+	}
+	for i, o := range outcomeIndex {
+		if i < len(outcomeIndex)-1 || b.outcomes[i] > 0 {
+			s.ProbeOutcomes[o] = b.outcomes[i]
+		}
+	}
+	for i, name := range removalNames {
+		s.PoolRemovals[name] = b.removals[i]
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+package loadbalancer
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// peakEWMA is the Linkerd/Finagle baseline: two endpoints drawn at random
+// without replacement, the lower cost wins, where cost is a peak-sensitive
+// EWMA of observed latency times (in flight + 1). A latency above the
+// estimate replaces it at once; otherwise the estimate moves toward the
+// sample with weight 1 − e^(−Δt/τ), and between samples it decays toward 0
+// with the same weight, so an endpoint that has been avoided is retried.
+type peakEWMA struct {
+	probeless
+	cfg PeakEWMAConfig
+	rtt []ewma // parallel to eps
+}
+
+type ewma struct {
+	ns       float64 // estimate in nanoseconds
+	at       time.Time
+	observed bool
+}
+
+var _ Policy = (*peakEWMA)(nil)
+
+func newPeakEWMA(cfg PeakEWMAConfig) *peakEWMA {
+	return &peakEWMA{probeless: probeless{newBase(NamePeakEWMA)}, cfg: cfg}
+}
+
+func (p *peakEWMA) SetEndpoints(_ time.Time, endpoints []string) {
+	oldRTT := p.rtt
+	_, oldIdx := p.setEndpoints(endpoints)
+	p.rtt = make([]ewma, len(p.eps))
+	for i := range p.eps {
+		if j, ok := oldIdx[p.eps[i].addr]; ok {
+			p.rtt[i] = oldRTT[j]
+		}
+	}
+}
+
+// estimate is endpoint i's latency estimate at now, in nanoseconds.
+func (p *peakEWMA) estimate(i int, now time.Time) float64 {
+	e := p.rtt[i]
+	if !e.observed {
+		return float64(p.cfg.DefaultRTT)
+	}
+	dt := now.Sub(e.at)
+	if dt <= 0 {
+		return e.ns
+	}
+	return e.ns * math.Exp(-float64(dt)/float64(p.cfg.Decay))
+}
+
+func (p *peakEWMA) cost(i int, now time.Time) float64 {
+	return p.estimate(i, now) * float64(p.eps[i].inFlight+1)
+}
+
+func (p *peakEWMA) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
+	a, b, err := twoDistinct(len(p.eps), rng)
+	if err != nil {
+		return Picked{}, err
+	}
+	ca, cb := p.cost(a, now), p.cost(b, now)
+	if cb < ca || (cb == ca && rng.IntN(2) == 0) {
+		a = b
+	}
+	return p.pick(a), nil
+}
+
+// Done feeds the request's latency into the estimate, failures included: a
+// timeout is slow and should cost; a fast failure looks fast, as it does in
+// Linkerd.
+func (p *peakEWMA) Done(now time.Time, pk Picked, latency time.Duration, status int) {
+	i := p.done(pk, status)
+	if i < 0 {
+		return
+	}
+	sample := float64(max(latency, 0))
+	e := &p.rtt[i]
+	switch {
+	case !e.observed:
+		e.ns = sample
+	case sample > e.ns:
+		e.ns = sample
+	default:
+		w := 0.0
+		if dt := now.Sub(e.at); dt > 0 {
+			w = math.Exp(-float64(dt) / float64(p.cfg.Decay))
+		}
+		e.ns = e.ns*w + sample*(1-w)
+	}
+	e.at, e.observed = now, true
+}
+
+func (p *peakEWMA) Reset(now time.Time) {
+	p.probeless.Reset(now)
+	clear(p.rtt)
+}

@@ -1,0 +1,421 @@
+package loadbalancer
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// prequal is the asynchronous Prequal policy (Wydrowski et al., NSDI '24,
+// §4): queries trigger probes, probe answers fill a small pool, and each pick
+// applies the hot-cold lexicographic (HCL) rule to the pool.
+//
+// Decisions the paper leaves open, made here:
+//
+//   - One entry per replica. A new answer from a replica replaces its entry
+//     (counted as "replaced"). Duplicates would give a replica several votes
+//     and make RIF compensation touch only one of its entries (the seed's
+//     bookkeeping bug); with one entry, compensation is exact.
+//   - Unknown latency. A replica with no history reports no latency; it is
+//     neither 0 ms (it would look fastest and attract a herd) nor infinitely
+//     slow (it would never get the traffic that builds its history). A cold
+//     unknown-latency probe competes with the fastest known cold probe on
+//     RIF: it wins when it is no busier. Compensation (+1 per use) means it
+//     then loses the next tie, so it gets a trickle, not a herd. With no
+//     known cold probe, the least busy unknown one wins. As a removal
+//     candidate ("worst" among cold probes) a known latency ranks first.
+//   - Eq. 1 with a denominator <= 0 (the pool cannot refill faster than it
+//     drains, e.g. n <= m): b_reuse = MaxReuse, the most each probe may
+//     serve. Staleness stays bounded by MaxAge, by compensation turning an
+//     over-used probe hot, and by per-query removal.
+//   - Per-query removal never shrinks the pool below MinProbes, so removal
+//     alone cannot push picks into the random fallback.
+//   - The RIF quantile comes from the last RIFWindow probe answers (a count
+//     window longer than the pool), nearest-rank; hot means RIF above it.
+//   - Ties (equal cold latency, equal hot RIF) are broken uniformly at
+//     random by reservoir sampling, so identical replicas are not herded.
+type prequal struct {
+	base
+	cfg PrequalConfig
+
+	pool []probeEntry // oldest receipt first; at most one entry per endpoint
+
+	rifRing   []int // last RIFWindow probe RIFs in arrival order
+	rifSorted []int // the same values, sorted
+	rifNext   int
+
+	perm        []int   // a permutation of endpoint indexes, for sampling without replacement
+	bReuse      float64 // Eq. 1 for the current n
+	probeAcc    float64 // fractional probes owed, carried between queries
+	pending     int     // whole probes owed to ProbesDue
+	perQuery    int     // most distinct targets for one query's probes
+	lastProbe   time.Time
+	haveProbed  bool
+	removeAcc   float64
+	removeWorst bool // the next per-query removal takes the worst, else the oldest
+}
+
+type probeEntry struct {
+	ep       int // index into eps
+	received time.Time
+	rif      int
+	latency  time.Duration
+	known    bool
+	uses     int
+	budget   int // reuse budget, drawn at first use; 0 until then
+}
+
+var _ Policy = (*prequal)(nil)
+
+func newPrequal(cfg PrequalConfig) *prequal {
+	return &prequal{
+		base:      newBase(NamePrequal),
+		cfg:       cfg,
+		pool:      make([]probeEntry, 0, cfg.PoolSize),
+		rifRing:   make([]int, 0, cfg.RIFWindow),
+		rifSorted: make([]int, 0, cfg.RIFWindow),
+		bReuse:    1,
+	}
+}
+
+// reuseBudget is Eq. 1: b_reuse = max{1, (1+δ)/((1−m/n)·r_probe − r_remove)},
+// capped at maxReuse; a denominator <= 0 gives maxReuse.
+func reuseBudget(m, n int, rProbe, rRemove, delta float64, maxReuse int) float64 {
+	if n <= 0 {
+		return 1
+	}
+	den := (1-float64(m)/float64(n))*rProbe - rRemove
+	if den <= 0 {
+		return float64(maxReuse)
+	}
+	return min(max(1, (1+delta)/den), float64(maxReuse))
+}
+
+func (p *prequal) SetEndpoints(_ time.Time, endpoints []string) {
+	old, _ := p.setEndpoints(endpoints)
+	// Carry pool entries of endpoints that stay over to their new index.
+	kept := p.pool[:0]
+	for _, e := range p.pool {
+		if i, ok := p.byAddr[old[e.ep].addr]; ok {
+			e.ep = i
+			kept = append(kept, e)
+		}
+	}
+	p.pool = kept
+	n := len(p.eps)
+	p.perm = make([]int, n)
+	for i := range p.perm {
+		p.perm[i] = i
+	}
+	p.bReuse = reuseBudget(p.cfg.PoolSize, n, p.cfg.ProbesPerQuery, p.cfg.RemovePerQuery, p.cfg.Delta, p.cfg.MaxReuse)
+	p.perQuery = min(int(math.Ceil(p.cfg.ProbesPerQuery)), n)
+}
+
+// expire drops probes older than MaxAge, by local receipt time.
+func (p *prequal) expire(now time.Time) {
+	kept := p.pool[:0]
+	for _, e := range p.pool {
+		if now.Sub(e.received) > p.cfg.MaxAge {
+			p.removals[removeAge]++
+			continue
+		}
+		kept = append(kept, e)
+	}
+	p.pool = kept
+}
+
+func (p *prequal) removeAt(i int, reason int) {
+	p.pool = append(p.pool[:i], p.pool[i+1:]...)
+	p.removals[reason]++
+}
+
+// hotThreshold is the Q_RIF quantile (nearest rank) of recent probe RIFs; a
+// probe is hot when its RIF is above it.
+func (p *prequal) hotThreshold() int {
+	k := len(p.rifSorted)
+	if k == 0 {
+		return math.MaxInt
+	}
+	r := int(math.Ceil(p.cfg.QRIF*float64(k))) - 1
+	r = min(max(r, 0), k-1)
+	return p.rifSorted[r]
+}
+
+// recordRIF adds a probe RIF to the quantile window, evicting the oldest.
+func (p *prequal) recordRIF(rif int) {
+	if len(p.rifRing) == cap(p.rifRing) {
+		old := p.rifRing[p.rifNext]
+		p.rifRing[p.rifNext] = rif
+		p.rifNext = (p.rifNext + 1) % len(p.rifRing)
+		i := searchInts(p.rifSorted, old)
+		p.rifSorted = append(p.rifSorted[:i], p.rifSorted[i+1:]...)
+	} else {
+		p.rifRing = append(p.rifRing, rif)
+	}
+	i := searchInts(p.rifSorted, rif)
+	p.rifSorted = append(p.rifSorted, 0)
+	copy(p.rifSorted[i+1:], p.rifSorted[i:])
+	p.rifSorted[i] = rif
+}
+
+// searchInts is the first index in sorted a whose value is >= x.
+func searchInts(a []int, x int) int {
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if a[m] < x {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
+	n := len(p.eps)
+	if n == 0 {
+		return Picked{}, ErrNoEndpoints
+	}
+	p.oweProbes(now)
+	p.expire(now)
+	if len(p.pool) < p.cfg.MinProbes {
+		p.fallbacks++
+		pk := p.pick(rng.IntN(n))
+		pk.Fallback = true
+		return pk, nil
+	}
+	thr := p.hotThreshold()
+	c, hot := p.choose(thr, rng)
+	e := &p.pool[c]
+	pk := p.pick(e.ep)
+	pk.Hot = hot
+	if hot {
+		p.hotPicks++
+	} else {
+		p.coldPicks++
+	}
+	// Compensation: the replica now has one more request in flight than it
+	// reported. Latency is left alone, as in the paper.
+	e.rif++
+	e.uses++
+	if e.budget == 0 {
+		e.budget = randRound(p.bReuse, rng)
+	}
+	if e.uses >= e.budget {
+		p.removeAt(c, removeReuse)
+	}
+	p.removePerQuery(thr)
+	return pk, nil
+}
+
+// choose applies HCL to the pool and returns the chosen entry's index and
+// whether every probe was hot.
+func (p *prequal) choose(thr int, rng *rand.Rand) (int, bool) {
+	cold, coldTies := -1, 0 // known latency: lowest latency
+	unk, unkTies := -1, 0   // unknown latency: lowest RIF
+	hot, hotTies := -1, 0   // hot: lowest RIF
+	for i := range p.pool {
+		e := &p.pool[i]
+		switch {
+		case e.rif > thr:
+			hot, hotTies = reservoir(hot, hotTies, i, hot < 0 || e.rif < p.pool[hot].rif, hot >= 0 && e.rif == p.pool[hot].rif, rng)
+		case e.known:
+			cold, coldTies = reservoir(cold, coldTies, i, cold < 0 || e.latency < p.pool[cold].latency, cold >= 0 && e.latency == p.pool[cold].latency, rng)
+		default:
+			unk, unkTies = reservoir(unk, unkTies, i, unk < 0 || e.rif < p.pool[unk].rif, unk >= 0 && e.rif == p.pool[unk].rif, rng)
+		}
+	}
+	switch {
+	case cold >= 0 && unk >= 0:
+		if p.pool[unk].rif <= p.pool[cold].rif {
+			return unk, false
+		}
+		return cold, false
+	case cold >= 0:
+		return cold, false
+	case unk >= 0:
+		return unk, false
+	}
+	return hot, true
+}
+
+// reservoir keeps the running best of a scan: a strictly better candidate
+// replaces it, an equal one replaces it with probability 1/ties so every tied
+// candidate is equally likely to survive.
+func reservoir(best, ties, i int, better, equal bool, rng *rand.Rand) (int, int) {
+	switch {
+	case better:
+		return i, 1
+	case equal:
+		ties++
+		if rng.IntN(ties) == 0 {
+			return i, ties
+		}
+		return best, ties
+	}
+	return best, ties
+}
+
+// randRound rounds x to floor or ceil with probabilities that keep its
+// expectation.
+func randRound(x float64, rng *rand.Rand) int {
+	f := math.Floor(x)
+	if rng.Float64() < x-f {
+		f++
+	}
+	return int(f)
+}
+
+// removePerQuery removes r_remove probes for this query, alternating the
+// oldest and the worst.
+func (p *prequal) removePerQuery(thr int) {
+	p.removeAcc += p.cfg.RemovePerQuery
+	for p.removeAcc >= 1 {
+		p.removeAcc--
+		if len(p.pool) <= p.cfg.MinProbes {
+			continue
+		}
+		if p.removeWorst {
+			p.removeAt(p.worst(thr), removeWorst)
+		} else {
+			p.removeAt(0, removeOldest)
+		}
+		p.removeWorst = !p.removeWorst
+	}
+}
+
+// worst is the hot probe with the highest RIF if any probe is hot, else the
+// cold probe with the highest latency (known latency ranks first, then the
+// highest RIF). Ties go to the oldest.
+func (p *prequal) worst(thr int) int {
+	w, wHot := -1, false
+	for i := range p.pool {
+		e := &p.pool[i]
+		h := e.rif > thr
+		if w < 0 || worse(e, h, &p.pool[w], wHot) {
+			w, wHot = i, h
+		}
+	}
+	return w
+}
+
+// worse reports whether a ranks strictly worse than b for removal.
+func worse(a *probeEntry, aHot bool, b *probeEntry, bHot bool) bool {
+	if aHot != bHot {
+		return aHot
+	}
+	if aHot {
+		return a.rif > b.rif
+	}
+	if a.known != b.known {
+		return a.known
+	}
+	if a.known && a.latency != b.latency {
+		return a.latency > b.latency
+	}
+	return a.rif > b.rif
+}
+
+// oweProbes adds this query's probes: floor or ceil of r_probe through an
+// accumulator, so the long-run mean is exact and the sequence deterministic.
+func (p *prequal) oweProbes(now time.Time) {
+	p.probeAcc += p.cfg.ProbesPerQuery
+	k := math.Floor(p.probeAcc)
+	p.probeAcc -= k
+	if k > 0 {
+		p.pending += min(int(k), len(p.eps))
+		p.lastProbe, p.haveProbed = now, true
+	}
+}
+
+func (p *prequal) Done(_ time.Time, pk Picked, _ time.Duration, status int) {
+	p.done(pk, status)
+}
+
+// ProbesDue hands out the probes owed by queries, in groups of distinct
+// targets (one group per query's worth), or one idle probe when no query has
+// triggered a probe for IdleProbeInterval.
+func (p *prequal) ProbesDue(now time.Time, rng *rand.Rand, dst []string) []string {
+	n := len(p.eps)
+	if n == 0 {
+		p.pending = 0
+		return dst
+	}
+	if p.pending == 0 && p.cfg.IdleProbeInterval > 0 &&
+		(!p.haveProbed || now.Sub(p.lastProbe) >= p.cfg.IdleProbeInterval) {
+		p.pending = 1
+		p.lastProbe, p.haveProbed = now, true
+	}
+	for p.pending > 0 {
+		k := min(p.pending, p.perQuery)
+		// Partial Fisher-Yates: perm[:k] becomes a uniform sample without
+		// replacement; perm stays a permutation, so no reset is needed.
+		for i := range k {
+			j := i + rng.IntN(n-i)
+			p.perm[i], p.perm[j] = p.perm[j], p.perm[i]
+			dst = append(dst, p.eps[p.perm[i]].addr)
+		}
+		p.pending -= k
+		p.probesPlanned += uint64(k)
+	}
+	return dst
+}
+
+// ProbeResult adds a probe answer to the pool, stamped with its local
+// receipt time now. Answers from endpoints outside the set are ignored.
+func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
+	ep, ok := p.byAddr[endpoint]
+	if !ok {
+		return
+	}
+	p.countOutcome(ProbeOK)
+	rif := max(r.RIF, 0)
+	known := r.LatencyKnown && r.Latency >= 0
+	p.recordRIF(rif)
+	p.expire(now)
+	for i := range p.pool {
+		if p.pool[i].ep == ep {
+			p.removeAt(i, removeReplaced)
+			break
+		}
+	}
+	if len(p.pool) >= p.cfg.PoolSize {
+		p.removeAt(0, removeOverflow)
+	}
+	e := probeEntry{ep: ep, received: now, rif: rif, known: known}
+	if known {
+		e.latency = r.Latency
+	}
+	// Keep the pool ordered by receipt even if calls arrive out of order.
+	i := len(p.pool)
+	for i > 0 && p.pool[i-1].received.After(now) {
+		i--
+	}
+	p.pool = append(p.pool, probeEntry{})
+	copy(p.pool[i+1:], p.pool[i:])
+	p.pool[i] = e
+}
+
+// ProbeFailed counts a failed probe. The replica's pool entry, if any, stays
+// until it ages out: the paper leaves error aversion unspecified.
+func (p *prequal) ProbeFailed(_ time.Time, endpoint string, reason ProbeOutcome) {
+	if _, ok := p.byAddr[endpoint]; ok {
+		p.countOutcome(reason)
+	}
+}
+
+// Reset empties the pool, the RIF window and the probe schedule and zeroes
+// the counters; in-flight counts stay.
+func (p *prequal) Reset(time.Time) {
+	p.resetCounters()
+	p.pool = p.pool[:0]
+	p.rifRing = p.rifRing[:0]
+	p.rifSorted = p.rifSorted[:0]
+	p.rifNext = 0
+	p.probeAcc, p.pending, p.removeAcc = 0, 0, 0
+	p.haveProbed, p.removeWorst = false, false
+	p.lastProbe = time.Time{}
+}
+
+func (p *prequal) Stats() Stats { return p.stats(len(p.pool)) }

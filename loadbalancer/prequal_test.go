@@ -1,0 +1,517 @@
+package loadbalancer
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// fill hands in one probe answer per (endpoint index, reply) at now.
+func fill(p *prequal, now time.Time, replies map[int]ProbeReply) {
+	for i := range len(p.eps) {
+		if r, ok := replies[i]; ok {
+			p.ProbeResult(now, p.eps[i].addr, r)
+		}
+	}
+}
+
+func TestReuseBudget_Eq1(t *testing.T) {
+	tests := []struct {
+		name                 string
+		m, n                 int
+		rProbe, rRemove, dlt float64
+		maxReuse             int
+		want                 float64
+	}{
+		{"paper testbed", 16, 100, 3, 1, 1, 16, 2 / 1.52},
+		{"n equals m: denominator 0", 16, 16, 3, 1, 1, 16, 16},
+		{"n below m: denominator negative", 16, 4, 3, 1, 1, 7, 7},
+		{"removal outpaces probes", 16, 100, 1, 1, 1, 16, 16},
+		{"floor of 1", 16, 1_000_000, 3, 1, 0, 16, 1},
+		{"capped", 16, 100, 1.2, 1, 1, 5, 5},
+		{"no endpoints", 16, 0, 3, 1, 1, 16, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := reuseBudget(tt.m, tt.n, tt.rProbe, tt.rRemove, tt.dlt, tt.maxReuse)
+			if math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("reuseBudget = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := reuseBudget(16, 100, 3, 1, 1, 16); math.Abs(got-1.3158) > 1e-3 {
+		t.Errorf("testbed b_reuse = %.4f, want ≈ 1.32", got)
+	}
+}
+
+// TestPrequal_ReuseBudgetRandomRounding checks that with the testbed values
+// (b_reuse ≈ 1.32) a probe serves 1 or 2 queries, 1.32 on average.
+func TestPrequal_ReuseBudgetRandomRounding(t *testing.T) {
+	// MinProbes 1 lets a lone probe be used; per-query removal never takes
+	// the pool below MinProbes, so only the budget removes it.
+	p := newPrequalT(t, 100, func(c *PrequalConfig) { c.MinProbes = 1 })
+	rng := newRNG()
+	uses := 0
+	const trials = 3000
+	for trial := range trials {
+		p.Reset(t0)
+		// One probe only, so every pick uses it until its budget is spent.
+		p.ProbeResult(t0, p.eps[trial%100].addr, known(0, time.Millisecond))
+		for len(p.pool) > 0 {
+			pk := mustPick(t, p, t0, rng)
+			if pk.Fallback {
+				t.Fatal("fallback with a usable probe in the pool")
+			}
+			uses++
+		}
+	}
+	mean := float64(uses) / trials
+	if math.Abs(mean-2/1.52) > 0.03 {
+		t.Errorf("mean uses per probe = %.3f, want ≈ %.3f", mean, 2/1.52)
+	}
+	if got := p.Stats().PoolRemovals["reuse"]; got != 1 {
+		t.Errorf("reuse removals in the last trial = %d, want 1", got)
+	}
+}
+
+// TestPrequal_ReuseBudgetDenominatorNotPositive checks the documented rule:
+// with n <= m, Eq. 1's denominator is <= 0 and each probe serves MaxReuse
+// queries.
+func TestPrequal_ReuseBudgetDenominatorNotPositive(t *testing.T) {
+	p := newPrequalT(t, 10, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 5; c.QRIF = 1 })
+	rng := newRNG()
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(100, 9*time.Millisecond), 2: known(0, 5*time.Millisecond)})
+	for i := range 5 {
+		if pk := mustPick(t, p, t0, rng); pk.Endpoint != p.eps[0].addr {
+			t.Fatalf("pick %d = %s, want the fastest %s", i, pk.Endpoint, p.eps[0].addr)
+		}
+	}
+	if got := p.Stats().PoolRemovals["reuse"]; got != 1 {
+		t.Fatalf("reuse removals after MaxReuse picks = %d, want 1", got)
+	}
+	if pk := mustPick(t, p, t0, rng); pk.Endpoint == p.eps[0].addr {
+		t.Error("probe used beyond its reuse budget")
+	}
+}
+
+// TestPrequal_RemovalAlternatesOldestAndWorst: with n = m the budget is
+// large, so only per-query removal shrinks the pool.
+func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
+	p := newPrequalT(t, 16, func(c *PrequalConfig) { c.QRIF = 1 })
+	rng := newRNG()
+	p.recordRIF(50) // threshold 50: no probe turns hot through use here
+	// Endpoint i answers at t0+i ms with latency 1+i ms, so the oldest is
+	// the fastest and the newest the slowest (the worst).
+	for i := range 16 {
+		p.ProbeResult(at(i), p.eps[i].addr, known(0, time.Duration(1+i)*time.Millisecond))
+	}
+	now := at(20)
+	for range 4 {
+		mustPick(t, p, now, rng)
+	}
+	s := p.Stats()
+	if s.PoolRemovals["oldest"] != 2 || s.PoolRemovals["worst"] != 2 {
+		t.Fatalf("removals = %v, want 2 oldest and 2 worst", s.PoolRemovals)
+	}
+	in := map[int]bool{}
+	for _, e := range p.pool {
+		in[e.ep] = true
+	}
+	for _, gone := range []int{0, 1, 14, 15} {
+		if in[gone] {
+			t.Errorf("endpoint %d still in the pool; want the two oldest and two slowest removed", gone)
+		}
+	}
+	if len(p.pool) != 12 {
+		t.Errorf("pool size = %d, want 12", len(p.pool))
+	}
+}
+
+func TestPrequal_FractionalRemovalRate(t *testing.T) {
+	p := newPrequalT(t, 16, func(c *PrequalConfig) { c.RemovePerQuery = 0.25; c.QRIF = 1 })
+	rng := newRNG()
+	for i := range 16 {
+		p.ProbeResult(at(i), p.eps[i].addr, known(0, time.Duration(1+i)*time.Millisecond))
+	}
+	for range 8 {
+		mustPick(t, p, at(20), rng)
+	}
+	s := p.Stats()
+	if got := s.PoolRemovals["oldest"] + s.PoolRemovals["worst"]; got != 2 {
+		t.Errorf("removals after 8 queries at r_remove=0.25 = %d, want 2", got)
+	}
+}
+
+func TestPrequal_RemovalKeepsMinProbes(t *testing.T) {
+	p := newPrequalT(t, 16, func(c *PrequalConfig) { c.RemovePerQuery = 5 })
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond), 2: known(0, 3*time.Millisecond)})
+	mustPick(t, p, t0, newRNG())
+	if len(p.pool) != 2 {
+		t.Errorf("pool after heavy removal = %d, want MinProbes = 2", len(p.pool))
+	}
+}
+
+func TestPrequal_HCLRule(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		window  []int // extra RIFs from other replicas, fed to the quantile first
+		replies map[int]ProbeReply
+		want    int
+		wantHot bool
+	}{
+		{
+			name:    "cold lowest latency beats lower RIF",
+			window:  []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+			replies: map[int]ProbeReply{0: known(0, 9*ms), 1: known(3, 2*ms), 2: known(1, 5*ms)},
+			want:    1,
+		},
+		{
+			name:    "hot probe excluded despite lowest latency",
+			window:  []int{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+			replies: map[int]ProbeReply{0: known(50, ms), 1: known(1, 8*ms), 2: known(0, 9*ms)},
+			want:    1,
+		},
+		{
+			name:    "all hot picks lowest RIF",
+			window:  []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+			replies: map[int]ProbeReply{0: known(12, ms), 1: known(10, 30*ms), 2: known(11, 2*ms)},
+			want:    1,
+			wantHot: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPrequalT(t, 40, nil)
+			for i, r := range tt.window {
+				p.ProbeResult(t0, p.eps[10+i%30].addr, known(r, 100*ms))
+			}
+			// The window fillers are old; let them age out of the pool but
+			// stay in the RIF window.
+			p.expire(at(1100))
+			p.pool = p.pool[:0]
+			fill(p, at(1100), tt.replies)
+			pk := mustPick(t, p, at(1100), newRNG())
+			if pk.Endpoint != p.eps[tt.want].addr || pk.Hot != tt.wantHot || pk.Fallback {
+				t.Errorf("Pick = %+v, want endpoint %d hot=%v", pk, tt.want, tt.wantHot)
+			}
+			s := p.Stats()
+			if tt.wantHot && s.HotPicks != 1 || !tt.wantHot && s.ColdPicks != 1 {
+				t.Errorf("hot/cold picks = %d/%d", s.HotPicks, s.ColdPicks)
+			}
+		})
+	}
+}
+
+// TestPrequal_AllHotReachable: the threshold comes from the RIF window, not
+// the pool, so a pool of probes all above the recent quantile is all hot.
+// (The seed took the threshold from the pool itself, which made this branch
+// unreachable.)
+func TestPrequal_AllHotReachable(t *testing.T) {
+	p := newPrequalT(t, 100, nil)
+	rng := newRNG()
+	for i := range 60 {
+		p.ProbeResult(t0, p.eps[i].addr, known(1, 10*time.Millisecond))
+	}
+	later := at(900)
+	fill(p, later, map[int]ProbeReply{90: known(20, time.Millisecond), 91: known(8, 50*time.Millisecond), 92: known(15, 5*time.Millisecond)})
+	pk := mustPick(t, p, at(1050), rng)
+	if !pk.Hot || pk.Endpoint != p.eps[91].addr {
+		t.Errorf("Pick = %+v, want the lowest-RIF probe %s, hot", pk, p.eps[91].addr)
+	}
+}
+
+// TestPrequal_Compensation: each use adds 1 to the probe's RIF, so a probe
+// that turns hot through use stops winning.
+func TestPrequal_Compensation(t *testing.T) {
+	p := newPrequalT(t, 2, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.QRIF = 0.5 })
+	rng := newRNG()
+	for _, r := range []int{1, 1, 1, 1} { // with A and B: [0 0 1 1 1 1], median 1
+		p.recordRIF(r)
+	}
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond)})
+	var got []int
+	for range 3 {
+		pk := mustPick(t, p, t0, rng)
+		got = append(got, p.byAddr[pk.Endpoint])
+	}
+	if got[0] != 0 || got[1] != 0 || got[2] != 1 {
+		t.Errorf("picks = %v, want [0 0 1]: A turns hot after two uses", got)
+	}
+	if p.pool[0].rif != 2 {
+		t.Errorf("A's RIF after two uses = %d, want 2", p.pool[0].rif)
+	}
+}
+
+func TestPrequal_OneEntryPerReplica(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	p.ProbeResult(t0, p.eps[0].addr, known(5, 9*time.Millisecond))
+	p.ProbeResult(at(1), p.eps[1].addr, known(0, 5*time.Millisecond))
+	p.ProbeResult(at(2), p.eps[0].addr, known(0, time.Millisecond))
+	if len(p.pool) != 2 {
+		t.Fatalf("pool size = %d, want 2 (one entry per replica)", len(p.pool))
+	}
+	if e := p.pool[1]; e.ep != 0 || e.rif != 0 || e.latency != time.Millisecond || !e.received.Equal(at(2)) {
+		t.Errorf("replica 0's entry = %+v, want the newest answer", e)
+	}
+	if got := p.Stats().PoolRemovals["replaced"]; got != 1 {
+		t.Errorf("replaced = %d, want 1", got)
+	}
+}
+
+func TestPrequal_PoolOverflowEvictsOldest(t *testing.T) {
+	p := newPrequalT(t, 30, nil)
+	for i := range 20 {
+		p.ProbeResult(at(i), p.eps[i].addr, known(0, time.Millisecond))
+	}
+	s := p.Stats()
+	if s.PoolSize != 16 || s.PoolRemovals["overflow"] != 4 {
+		t.Fatalf("pool = %d, overflow = %d; want 16 and 4", s.PoolSize, s.PoolRemovals["overflow"])
+	}
+	for _, e := range p.pool {
+		if e.ep < 4 {
+			t.Errorf("endpoint %d survived; the 4 oldest should be evicted", e.ep)
+		}
+	}
+}
+
+// TestPrequal_AgeFromLocalReceipt: a probe lives MaxAge from the time the
+// caller received it.
+func TestPrequal_AgeFromLocalReceipt(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	rng := newRNG()
+	fill(p, at(500), map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond)})
+	if pk := mustPick(t, p, at(1500), rng); pk.Fallback {
+		t.Fatal("probe received 1 s ago already expired")
+	}
+	if pk := mustPick(t, p, at(1501), rng); !pk.Fallback {
+		t.Error("probes older than MaxAge still used")
+	}
+	if got := p.Stats().PoolRemovals["age"]; got == 0 {
+		t.Error("no age removals counted")
+	}
+}
+
+func TestPrequal_FallbackCounted(t *testing.T) {
+	p := newPrequalT(t, 5, nil)
+	rng := newRNG()
+	pk := mustPick(t, p, t0, rng)
+	if !pk.Fallback {
+		t.Fatal("empty pool: Pick did not fall back")
+	}
+	p.ProbeResult(t0, p.eps[0].addr, known(0, time.Millisecond))
+	if pk := mustPick(t, p, t0, rng); !pk.Fallback {
+		t.Fatal("one probe (< MinProbes): Pick did not fall back")
+	}
+	p.ProbeResult(t0, p.eps[1].addr, known(0, time.Millisecond))
+	p.ProbeResult(t0, p.eps[2].addr, known(0, time.Millisecond))
+	if pk := mustPick(t, p, t0, rng); pk.Fallback {
+		t.Fatal("three probes: Pick fell back")
+	}
+	s := p.Stats()
+	if s.Fallbacks != 2 || s.Picks != 3 || s.ColdPicks != 1 {
+		t.Errorf("fallbacks/picks/cold = %d/%d/%d, want 2/3/1", s.Fallbacks, s.Picks, s.ColdPicks)
+	}
+}
+
+// TestPrequal_TiesBrokenAtRandom: equal cold latencies share the picks.
+func TestPrequal_TiesBrokenAtRandom(t *testing.T) {
+	for _, hot := range []bool{false, true} {
+		p := newPrequalT(t, 4, func(c *PrequalConfig) { c.RemovePerQuery = 0 })
+		rng := newRNG()
+		count := make([]int, 4)
+		const trials = 4000
+		for range trials {
+			p.Reset(t0)
+			if hot {
+				for range 40 {
+					p.recordRIF(0)
+				}
+			}
+			fill(p, t0, map[int]ProbeReply{0: known(3, 5*time.Millisecond), 1: known(3, 5*time.Millisecond), 2: known(3, 5*time.Millisecond), 3: known(3, 5*time.Millisecond)})
+			pk := mustPick(t, p, t0, rng)
+			if pk.Hot != hot {
+				t.Fatalf("Hot = %v, want %v", pk.Hot, hot)
+			}
+			count[p.byAddr[pk.Endpoint]]++
+		}
+		for i, c := range count {
+			if c < trials/4*85/100 || c > trials/4*115/100 {
+				t.Errorf("hot=%v: endpoint %d won %d of %d ties, want ≈ %d", hot, i, c, trials, trials/4)
+			}
+		}
+	}
+}
+
+func TestPrequal_UnknownLatency(t *testing.T) {
+	ms := time.Millisecond
+	unknown := func(rif int) ProbeReply { return ProbeReply{RIF: rif, Latency: 0, LatencyKnown: false} }
+	tests := []struct {
+		name    string
+		replies map[int]ProbeReply
+		want    int
+	}{
+		{"no busier than fastest known: unknown wins", map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(1)}, 1},
+		{"busier than fastest known: known wins, not read as 0 ms", map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(2)}, 0},
+		{"idler than fastest known: unknown wins, not read as infinite", map[int]ProbeReply{0: known(2, 5*ms), 1: known(0, 9*ms), 2: unknown(0)}, 2},
+		{"only unknown: lowest RIF", map[int]ProbeReply{0: unknown(3), 1: unknown(1), 2: unknown(2)}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1 })
+			fill(p, t0, tt.replies)
+			pk := mustPick(t, p, t0, newRNG())
+			if got := p.byAddr[pk.Endpoint]; got != tt.want || pk.Fallback || pk.Hot {
+				t.Errorf("picked endpoint %d (%+v), want %d", got, pk, tt.want)
+			}
+		})
+	}
+	// One pick of an unknown replica adds 1 to its RIF, so it loses the
+	// next tie: a trickle, not a herd.
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0 })
+	rng := newRNG()
+	fill(p, t0, map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(1)})
+	first, second := mustPick(t, p, t0, rng), mustPick(t, p, t0, rng)
+	if first.Endpoint != p.eps[1].addr || second.Endpoint != p.eps[0].addr {
+		t.Errorf("picks = %s, %s; want the unknown replica once, then the known one", first.Endpoint, second.Endpoint)
+	}
+}
+
+func TestPrequal_ProbesWithoutReplacement(t *testing.T) {
+	for _, tt := range []struct {
+		rProbe float64
+		n      int
+		want   int
+	}{{3, 3, 3}, {2, 2, 2}, {3, 100, 3}, {5, 3, 3}} {
+		p := newPrequalT(t, tt.n, func(c *PrequalConfig) { c.ProbesPerQuery = tt.rProbe })
+		rng := newRNG()
+		var dst []string
+		for q := range 500 {
+			mustPick(t, p, at(q), rng)
+			dst = p.ProbesDue(at(q), rng, dst[:0])
+			if len(dst) != tt.want {
+				t.Fatalf("r=%v n=%d: %d probes for one query, want %d", tt.rProbe, tt.n, len(dst), tt.want)
+			}
+			seen := map[string]bool{}
+			for _, a := range dst {
+				if seen[a] {
+					t.Fatalf("r=%v n=%d: query %d probes %s twice: %v", tt.rProbe, tt.n, q, a, dst)
+				}
+				seen[a] = true
+			}
+		}
+	}
+}
+
+func TestPrequal_FractionalProbeRateExact(t *testing.T) {
+	for _, r := range []float64{0.25, 1.5, 2.5, 3} {
+		p := newPrequalT(t, 50, func(c *PrequalConfig) { c.ProbesPerQuery = r; c.IdleProbeInterval = 0 })
+		rng := newRNG()
+		var dst []string
+		total := 0
+		for q := range 1000 {
+			mustPick(t, p, at(q), rng)
+			dst = p.ProbesDue(at(q), rng, dst[:0])
+			if k := float64(len(dst)); k != math.Floor(r) && k != math.Ceil(r) && (r >= 1 || k > 1) {
+				t.Fatalf("r=%v: %v probes for one query", r, k)
+			}
+			total += len(dst)
+		}
+		if want := int(r * 1000); total != want {
+			t.Errorf("r=%v: %d probes for 1000 queries, want %d", r, total, want)
+		}
+		if got := p.Stats().ProbesPlanned; got != uint64(total) {
+			t.Errorf("ProbesPlanned = %d, want %d", got, total)
+		}
+	}
+}
+
+func TestPrequal_IdleProbes(t *testing.T) {
+	p := newPrequalT(t, 5, nil)
+	rng := newRNG()
+	steps := []struct {
+		ms   int
+		pick bool
+		want int
+	}{
+		{0, false, 1},   // never probed: one idle probe at once
+		{50, false, 0},  // within the interval
+		{100, false, 1}, // interval passed
+		{150, true, 3},  // a query's probes reset the idle clock
+		{200, false, 0}, // 50 ms after the query
+		{250, false, 1}, // 100 ms after the query
+		{251, false, 0},
+	}
+	for _, s := range steps {
+		if s.pick {
+			mustPick(t, p, at(s.ms), rng)
+		}
+		if got := len(p.ProbesDue(at(s.ms), rng, nil)); got != s.want {
+			t.Errorf("t=%d ms: %d probes due, want %d", s.ms, got, s.want)
+		}
+	}
+	off := newPrequalT(t, 5, func(c *PrequalConfig) { c.IdleProbeInterval = 0 })
+	if got := off.ProbesDue(at(5000), rng, nil); len(got) != 0 {
+		t.Errorf("idle probing disabled, got %v", got)
+	}
+}
+
+func TestPrequal_ProbeResultUnknownEndpointIgnored(t *testing.T) {
+	p := newPrequalT(t, 3, nil)
+	p.ProbeResult(t0, "192.0.2.1:1", known(0, time.Millisecond))
+	p.ProbeFailed(t0, "192.0.2.1:1", ProbeTimeout)
+	s := p.Stats()
+	if s.PoolSize != 0 || s.ProbeOutcomes[ProbeOK] != 0 || s.ProbeOutcomes[ProbeTimeout] != 0 {
+		t.Errorf("answer from an unknown endpoint changed state: %+v", s)
+	}
+	p.ProbeFailed(t0, p.eps[0].addr, ProbeStale)
+	p.ProbeFailed(t0, p.eps[0].addr, ProbeOutcome("weird"))
+	p.ProbeResult(t0, p.eps[1].addr, known(0, time.Millisecond))
+	s = p.Stats()
+	if s.ProbeOutcomes[ProbeStale] != 1 || s.ProbeOutcomes["other"] != 1 || s.ProbeOutcomes[ProbeOK] != 1 {
+		t.Errorf("outcomes = %v", s.ProbeOutcomes)
+	}
+}
+
+func TestPrequal_SetEndpointsKeepsSurvivingProbes(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	a := addrs(4)
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond), 3: known(0, 3*time.Millisecond)})
+	p.SetEndpoints(t0, []string{a[3], "10.9.9.9:80", a[0]})
+	if len(p.pool) != 2 {
+		t.Fatalf("pool = %d entries, want 2 (endpoint 1 left)", len(p.pool))
+	}
+	for _, e := range p.pool {
+		if e.ep < 0 || e.ep >= len(p.eps) || (p.eps[e.ep].addr != a[0] && p.eps[e.ep].addr != a[3]) {
+			t.Errorf("entry %+v points at the wrong endpoint", e)
+		}
+	}
+	pk := mustPick(t, p, t0, newRNG())
+	if pk.Endpoint != a[0] {
+		t.Errorf("Pick = %s, want the fastest surviving %s", pk.Endpoint, a[0])
+	}
+}
+
+func TestPrequal_ResetEmptiesPoolKeepsInFlight(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	rng := newRNG()
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond), 2: known(0, 2*time.Millisecond)})
+	pk := mustPick(t, p, t0, rng)
+	p.ProbesDue(t0, rng, nil)
+	p.Reset(at(1))
+	s := p.Stats()
+	if s.PoolSize != 0 || s.Picks != 0 || s.ProbesPlanned != 0 || s.ColdPicks != 0 || s.ProbeOutcomes[ProbeOK] != 0 || len(p.rifSorted) != 0 {
+		t.Errorf("after Reset: %+v", s)
+	}
+	inflight := 0
+	for _, e := range s.Endpoints {
+		inflight += e.InFlight
+	}
+	if inflight != 1 {
+		t.Errorf("in flight after Reset = %d, want 1", inflight)
+	}
+	p.Done(at(2), pk, time.Millisecond, 200)
+	if got := p.Stats().Endpoints[0].InFlight; got != 0 {
+		t.Errorf("in flight after Done = %d", got)
+	}
+}

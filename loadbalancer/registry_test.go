@@ -1,0 +1,79 @@
+package loadbalancer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestNames_StableOrder(t *testing.T) {
+	want := []string{"prequal", "round-robin", "least-request", "p2c", "random", "peak-ewma"}
+	if diff := cmp.Diff(want, Names()); diff != "" {
+		t.Errorf("Names() (-want +got):\n%s", diff)
+	}
+	Names()[0] = "mutated"
+	if Names()[0] != "prequal" {
+		t.Error("Names() returns shared storage")
+	}
+}
+
+func TestCanonical_Aliases(t *testing.T) {
+	tests := map[string]string{
+		"prequal": "prequal", "Prequal": "prequal",
+		"rr": "round-robin", "roundrobin": "round-robin", "round_robin": "round-robin", "ROUND-ROBIN": "round-robin",
+		"least-connections": "least-request", "leastconn": "least-request", "least_request": "least-request", "least-request": "least-request",
+		"power-of-two": "p2c", "p2c": "p2c", "po2": "p2c",
+		"random": "random",
+		"peak-ewma": "peak-ewma", "peak_ewma": "peak-ewma", "ewma": "peak-ewma",
+	}
+	for in, want := range tests {
+		got, err := Canonical(in)
+		if err != nil || got != want {
+			t.Errorf("Canonical(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "  ", "weighted"} {
+		if _, err := Canonical(bad); err == nil || !strings.Contains(err.Error(), "prequal, round-robin") {
+			t.Errorf("Canonical(%q) error = %v, want one listing the names", bad, err)
+		}
+	}
+}
+
+func TestUsesProbes_OnlyPrequal(t *testing.T) {
+	for _, n := range Names() {
+		if got, want := UsesProbes(n), n == "prequal"; got != want {
+			t.Errorf("UsesProbes(%q) = %v, want %v", n, got, want)
+		}
+	}
+	if UsesProbes("nonsense") {
+		t.Error("UsesProbes(unknown) = true")
+	}
+}
+
+func TestNew_EveryNameAndErrors(t *testing.T) {
+	for _, n := range Names() {
+		p, err := New(n, DefaultConfig())
+		if err != nil {
+			t.Fatalf("New(%q): %v", n, err)
+		}
+		if p.Name() != n {
+			t.Errorf("New(%q).Name() = %q", n, p.Name())
+		}
+		if _, err := p.Pick(t0, newRNG()); !errors.Is(err, ErrNoEndpoints) {
+			t.Errorf("%s: Pick with no endpoints = %v, want ErrNoEndpoints", n, err)
+		}
+	}
+	if p, err := New("least-connections", DefaultConfig()); err != nil || p.Name() != "least-request" {
+		t.Errorf("New(alias) = %v, %v", p, err)
+	}
+	if _, err := New("nope", DefaultConfig()); err == nil {
+		t.Error("New(unknown) = nil error")
+	}
+	bad := DefaultConfig()
+	bad.Prequal.PoolSize = 0
+	if _, err := New("prequal", bad); err == nil || !strings.Contains(err.Error(), "PoolSize") {
+		t.Errorf("New(invalid config) error = %v", err)
+	}
+}

@@ -53,16 +53,31 @@ type prequal struct {
 	haveProbed  bool
 	removeAcc   float64
 	removeWorst bool // the next per-query removal takes the worst, else the oldest
+
+	// epoch anchors receipt times; entries store ns since it, so age checks
+	// are integer compares (and monotonic when the caller's times are).
+	epoch     time.Time
+	haveEpoch bool
 }
 
+// clock returns now as ns since the epoch, fixing the epoch on first use.
+func (p *prequal) clock(now time.Time) int64 {
+	if !p.haveEpoch {
+		p.epoch, p.haveEpoch = now, true
+	}
+	return int64(now.Sub(p.epoch))
+}
+
+// probeEntry is one pool entry, kept small (40 bytes) because the pool is
+// scanned and shifted on every pick.
 type probeEntry struct {
-	ep       int // index into eps
-	received time.Time
-	rif      int
+	received int64 // local receipt time, ns since the policy's epoch
 	latency  time.Duration
+	ep       int32 // index into eps
+	rif      int32
+	uses     int32
+	budget   int32 // reuse budget, drawn at first use; 0 until then
 	known    bool
-	uses     int
-	budget   int // reuse budget, drawn at first use; 0 until then
 }
 
 var _ Policy = (*prequal)(nil)
@@ -97,7 +112,7 @@ func (p *prequal) SetEndpoints(_ time.Time, endpoints []string) {
 	kept := p.pool[:0]
 	for _, e := range p.pool {
 		if i, ok := p.byAddr[old[e.ep].addr]; ok {
-			e.ep = i
+			e.ep = int32(i)
 			kept = append(kept, e)
 		}
 	}
@@ -112,16 +127,20 @@ func (p *prequal) SetEndpoints(_ time.Time, endpoints []string) {
 }
 
 // expire drops probes older than MaxAge, by local receipt time.
-func (p *prequal) expire(now time.Time) {
-	kept := p.pool[:0]
-	for _, e := range p.pool {
-		if now.Sub(e.received) > p.cfg.MaxAge {
+func (p *prequal) expire(clk int64) {
+	limit := clk - int64(p.cfg.MaxAge)
+	n := 0
+	for i := range p.pool {
+		if p.pool[i].received < limit {
 			p.removals[removeAge]++
 			continue
 		}
-		kept = append(kept, e)
+		if n != i {
+			p.pool[n] = p.pool[i]
+		}
+		n++
 	}
-	p.pool = kept
+	p.pool = p.pool[:n]
 }
 
 func (p *prequal) removeAt(i int, reason int) {
@@ -131,14 +150,14 @@ func (p *prequal) removeAt(i int, reason int) {
 
 // hotThreshold is the Q_RIF quantile (nearest rank) of recent probe RIFs; a
 // probe is hot when its RIF is above it.
-func (p *prequal) hotThreshold() int {
+func (p *prequal) hotThreshold() int32 {
 	k := len(p.rifSorted)
 	if k == 0 {
-		return math.MaxInt
+		return math.MaxInt32
 	}
 	r := int(math.Ceil(p.cfg.QRIF*float64(k))) - 1
 	r = min(max(r, 0), k-1)
-	return p.rifSorted[r]
+	return int32(p.rifSorted[r])
 }
 
 // recordRIF adds a probe RIF to the quantile window, evicting the oldest.
@@ -178,7 +197,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		return Picked{}, ErrNoEndpoints
 	}
 	p.oweProbes(now)
-	p.expire(now)
+	p.expire(p.clock(now))
 	if len(p.pool) < p.cfg.MinProbes {
 		p.fallbacks++
 		pk := p.pick(rng.IntN(n))
@@ -188,7 +207,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	thr := p.hotThreshold()
 	c, hot := p.choose(thr, rng)
 	e := &p.pool[c]
-	pk := p.pick(e.ep)
+	pk := p.pick(int(e.ep))
 	pk.Hot = hot
 	if hot {
 		p.hotPicks++
@@ -200,7 +219,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	e.rif++
 	e.uses++
 	if e.budget == 0 {
-		e.budget = randRound(p.bReuse, rng)
+		e.budget = int32(randRound(p.bReuse, rng))
 	}
 	if e.uses >= e.budget {
 		p.removeAt(c, removeReuse)
@@ -211,7 +230,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 
 // choose applies HCL to the pool and returns the chosen entry's index and
 // whether every probe was hot.
-func (p *prequal) choose(thr int, rng *rand.Rand) (int, bool) {
+func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 	cold, coldTies := -1, 0 // known latency: lowest latency
 	unk, unkTies := -1, 0   // unknown latency: lowest RIF
 	hot, hotTies := -1, 0   // hot: lowest RIF
@@ -269,7 +288,7 @@ func randRound(x float64, rng *rand.Rand) int {
 
 // removePerQuery removes r_remove probes for this query, alternating the
 // oldest and the worst.
-func (p *prequal) removePerQuery(thr int) {
+func (p *prequal) removePerQuery(thr int32) {
 	p.removeAcc += p.cfg.RemovePerQuery
 	for p.removeAcc >= 1 {
 		p.removeAcc--
@@ -288,7 +307,7 @@ func (p *prequal) removePerQuery(thr int) {
 // worst is the hot probe with the highest RIF if any probe is hot, else the
 // cold probe with the highest latency (known latency ranks first, then the
 // highest RIF). Ties go to the oldest.
-func (p *prequal) worst(thr int) int {
+func (p *prequal) worst(thr int32) int {
 	w, wHot := -1, false
 	for i := range p.pool {
 		e := &p.pool[i]
@@ -370,12 +389,13 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		return
 	}
 	p.countOutcome(ProbeOK)
-	rif := max(r.RIF, 0)
+	rif := min(max(r.RIF, 0), math.MaxInt32/2)
 	known := r.LatencyKnown && r.Latency >= 0
 	p.recordRIF(rif)
-	p.expire(now)
+	clk := p.clock(now)
+	p.expire(clk)
 	for i := range p.pool {
-		if p.pool[i].ep == ep {
+		if int(p.pool[i].ep) == ep {
 			p.removeAt(i, removeReplaced)
 			break
 		}
@@ -383,13 +403,13 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	if len(p.pool) >= p.cfg.PoolSize {
 		p.removeAt(0, removeOverflow)
 	}
-	e := probeEntry{ep: ep, received: now, rif: rif, known: known}
+	e := probeEntry{ep: int32(ep), received: clk, rif: int32(rif), known: known}
 	if known {
 		e.latency = r.Latency
 	}
 	// Keep the pool ordered by receipt even if calls arrive out of order.
 	i := len(p.pool)
-	for i > 0 && p.pool[i-1].received.After(now) {
+	for i > 0 && p.pool[i-1].received > clk {
 		i--
 	}
 	p.pool = append(p.pool, probeEntry{})

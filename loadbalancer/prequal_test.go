@@ -115,7 +115,7 @@ func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
 	}
 	in := map[int]bool{}
 	for _, e := range p.pool {
-		in[e.ep] = true
+		in[int(e.ep)] = true
 	}
 	for _, gone := range []int{0, 1, 14, 15} {
 		if in[gone] {
@@ -188,7 +188,7 @@ func TestPrequal_HCLRule(t *testing.T) {
 			}
 			// The window fillers are old; let them age out of the pool but
 			// stay in the RIF window.
-			p.expire(at(1100))
+			p.expire(p.clock(at(1100)))
 			p.pool = p.pool[:0]
 			fill(p, at(1100), tt.replies)
 			pk := mustPick(t, p, at(1100), newRNG())
@@ -251,7 +251,7 @@ func TestPrequal_OneEntryPerReplica(t *testing.T) {
 	if len(p.pool) != 2 {
 		t.Fatalf("pool size = %d, want 2 (one entry per replica)", len(p.pool))
 	}
-	if e := p.pool[1]; e.ep != 0 || e.rif != 0 || e.latency != time.Millisecond || !e.received.Equal(at(2)) {
+	if e := p.pool[1]; e.ep != 0 || e.rif != 0 || e.latency != time.Millisecond || e.received != p.clock(at(2)) {
 		t.Errorf("replica 0's entry = %+v, want the newest answer", e)
 	}
 	if got := p.Stats().PoolRemovals["replaced"]; got != 1 {
@@ -482,7 +482,7 @@ func TestPrequal_SetEndpointsKeepsSurvivingProbes(t *testing.T) {
 		t.Fatalf("pool = %d entries, want 2 (endpoint 1 left)", len(p.pool))
 	}
 	for _, e := range p.pool {
-		if e.ep < 0 || e.ep >= len(p.eps) || (p.eps[e.ep].addr != a[0] && p.eps[e.ep].addr != a[3]) {
+		if e.ep < 0 || int(e.ep) >= len(p.eps) || (p.eps[e.ep].addr != a[0] && p.eps[e.ep].addr != a[3]) {
 			t.Errorf("entry %+v points at the wrong endpoint", e)
 		}
 	}

@@ -25,7 +25,7 @@ func TestCanonical_Aliases(t *testing.T) {
 		"rr": "round-robin", "roundrobin": "round-robin", "round_robin": "round-robin", "ROUND-ROBIN": "round-robin",
 		"least-connections": "least-request", "leastconn": "least-request", "least_request": "least-request", "least-request": "least-request",
 		"power-of-two": "p2c", "p2c": "p2c", "po2": "p2c",
-		"random": "random",
+		"random":    "random",
 		"peak-ewma": "peak-ewma", "peak_ewma": "peak-ewma", "ewma": "peak-ewma",
 	}
 	for in, want := range tests {

@@ -1,0 +1,113 @@
+package loadbalancer
+
+import (
+	"testing"
+	"time"
+)
+
+// fullPrequal returns a prequal policy over n endpoints whose pool holds
+// PoolSize probes with mixed RIFs and latencies, and a copy of that pool.
+func fullPrequal(tb testing.TB, n int) (*prequal, []probeEntry) {
+	p := newPrequalT(tb, n, nil)
+	for i := range 64 { // fill the RIF window too
+		p.ProbeResult(t0, p.eps[i%n].addr, known(i%7, time.Duration(5+i%11)*time.Millisecond))
+	}
+	if len(p.pool) != p.cfg.PoolSize {
+		tb.Fatalf("pool = %d, want full", len(p.pool))
+	}
+	return p, append([]probeEntry(nil), p.pool...)
+}
+
+// BenchmarkPick measures Pick followed by Done over 100 endpoints. For
+// prequal the pool is restored to its full 16 probes before each pick
+// (a copy of 16 entries, included in the time), since every pick drains it.
+func BenchmarkPick(b *testing.B) {
+	for _, name := range Names() {
+		b.Run(name, func(b *testing.B) {
+			rng := newRNG()
+			now := at(10)
+			if name == NamePrequal {
+				p, snap := fullPrequal(b, 100)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					p.pool = append(p.pool[:0], snap...)
+					pk, _ := p.Pick(now, rng)
+					p.Done(now, pk, time.Millisecond, 200)
+				}
+				return
+			}
+			p := newPolicy(b, name, 100, nil)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				pk, _ := p.Pick(now, rng)
+				p.Done(now, pk, time.Millisecond, 200)
+			}
+		})
+	}
+}
+
+// BenchmarkPickCycle is one query's full conversation with prequal: Pick,
+// ProbesDue, the r_probe probe answers, Done; the pool refills itself.
+func BenchmarkPickCycle(b *testing.B) {
+	p, _ := fullPrequal(b, 100)
+	rng := newRNG()
+	due := make([]string, 0, 16)
+	i := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		i++
+		now := t0.Add(time.Duration(i) * 100 * time.Microsecond)
+		pk, _ := p.Pick(now, rng)
+		due = p.ProbesDue(now, rng, due[:0])
+		for j, d := range due {
+			p.ProbeResult(now, d, known((i+j)%9, time.Duration(5+(i+j)%13)*time.Millisecond))
+		}
+		p.Done(now, pk, time.Millisecond, 200)
+	}
+}
+
+// TestSteadyState_NoAllocations: the per-request calls must not allocate.
+func TestSteadyState_NoAllocations(t *testing.T) {
+	for _, name := range Names() {
+		p := newPolicy(t, name, 100, nil)
+		rng := newRNG()
+		due := make([]string, 0, 16)
+		i := 0
+		cycle := func() {
+			i++
+			now := t0.Add(time.Duration(i) * 100 * time.Microsecond)
+			pk, err := p.Pick(now, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			due = p.ProbesDue(now, rng, due[:0])
+			for j, d := range due {
+				p.ProbeResult(now, d, known((i+j)%9, time.Duration(5+(i+j)%13)*time.Millisecond))
+			}
+			p.ProbeFailed(now, p.Stats().Endpoints[0].Address, ProbeTimeout)
+			p.Done(now, pk, time.Millisecond, 200)
+		}
+		for range 200 { // warm up: fill the pool and the RIF window
+			cycle()
+		}
+		stats := p.Stats() // Stats may allocate; keep it out of the measured loop
+		addr := stats.Endpoints[0].Address
+		measured := func() {
+			i++
+			now := t0.Add(time.Duration(i) * 100 * time.Microsecond)
+			pk, _ := p.Pick(now, rng)
+			due = p.ProbesDue(now, rng, due[:0])
+			for j, d := range due {
+				p.ProbeResult(now, d, known((i+j)%9, time.Duration(5+(i+j)%13)*time.Millisecond))
+			}
+			p.ProbeFailed(now, addr, ProbeTimeout)
+			p.Done(now, pk, time.Millisecond, 200)
+		}
+		if a := testing.AllocsPerRun(500, measured); a != 0 {
+			t.Errorf("%s: %v allocations per request cycle, want 0", name, a)
+		}
+	}
+}

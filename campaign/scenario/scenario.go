@@ -1,0 +1,217 @@
+// Package scenario is the schema of a benchmark scenario: the workload
+// (routes and their backend groups), the load (open-loop phases or
+// closed-loop users), the protocol (algorithms, repetitions, warmup, reset,
+// order) and the ingress (replicas and policy parameters).
+//
+// A scenario is YAML. Decode with Parse, which rejects unknown fields and
+// wrong types, applies the defaults (in one place, applyDefaults) and runs
+// Validate, which returns every problem at once, each naming the field path
+// and what is allowed.
+package scenario
+
+import (
+	"strconv"
+	"time"
+)
+
+// Scenario is one benchmark scenario.
+type Scenario struct {
+	// Name identifies the scenario (lower case letters, digits and '-').
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Workload    Workload `json:"workload"`
+	Load        Load     `json:"load"`
+	Protocol    Protocol `json:"protocol"`
+	Ingress     Ingress  `json:"ingress"`
+}
+
+// Workload is what the ingress routes to.
+type Workload struct {
+	Routes []Route `json:"routes"`
+}
+
+// Route is one ingress route and the backends behind it.
+type Route struct {
+	// Name is the route key (the routes-file name on the local env).
+	Name string `json:"name"`
+	// Host is the Host header to match; empty matches any host.
+	Host string `json:"host,omitempty"`
+	// Path is the path prefix (or exact path) routed; default /work.
+	Path string `json:"path,omitempty"`
+	// PathType is Prefix (default) or Exact.
+	PathType string `json:"pathType,omitempty"`
+	// Weight is the route's share of the load relative to the other
+	// routes; default 1.
+	Weight float64 `json:"weight,omitempty"`
+	// Iterations is the work per request (?iterations=N); default 1000,
+	// which is one service time.
+	Iterations int `json:"iterations,omitempty"`
+	// Backends are the groups of replicas behind the route.
+	Backends []BackendGroup `json:"backends"`
+}
+
+// BackendGroup is a set of identical backend replicas.
+type BackendGroup struct {
+	// Name is unique across the scenario (it names Deployments).
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+	// Mode is cpu, io (default) or sleep (the seed's unlimited fixed sleep).
+	Mode string `json:"mode,omitempty"`
+	// ServiceTime is the mean service time of 1000 iterations (io, sleep).
+	ServiceTime Duration `json:"serviceTime,omitempty"`
+	// Distribution of service times: fixed (default), exp or normal
+	// (N(mu, sigma=mu) truncated at 0, as in the paper).
+	Distribution string `json:"distribution,omitempty"`
+	// Slow multiplies the work; default 1.
+	Slow float64 `json:"slow,omitempty"`
+	// Concurrency is the number of requests served at once (0 =
+	// unlimited); default 4. The rest wait FIFO.
+	Concurrency *int `json:"concurrency,omitempty"`
+	// QueueLimit caps waiting requests (overflow answers 503); default 1024.
+	QueueLimit *int `json:"queueLimit,omitempty"`
+	// CPURounds is the hash rounds per iteration in cpu mode; default 1.
+	CPURounds int `json:"cpuRounds,omitempty"`
+	// Antagonists drop the group's capacity on a schedule.
+	Antagonists []Antagonist `json:"antagonists,omitempty"`
+	// ProbeFault is none (default), timeout, 500, malformed or stale_timestamp.
+	ProbeFault string `json:"probeFault,omitempty"`
+	// WorkFault is none (default), fail_fast or hang.
+	WorkFault string `json:"workFault,omitempty"`
+}
+
+// Antagonist drops a replica's capacity to Capacity slots for For, starting
+// At after the backend starts, and again Every after that (if set).
+type Antagonist struct {
+	At       Duration `json:"at"`
+	For      Duration `json:"for"`
+	Capacity int      `json:"capacity"`
+	Every    Duration `json:"every,omitempty"`
+}
+
+// Load is the offered load: open-loop phases, or closed-loop users.
+type Load struct {
+	// Open lists the open-loop phases, run one after the other.
+	Open []Phase `json:"open,omitempty"`
+	// Users is the number of closed-loop virtual users (instead of Open).
+	Users int `json:"users,omitempty"`
+	// Duration of a closed-loop run.
+	Duration Duration `json:"duration,omitempty"`
+	// Timeout of one request; default 10s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// MaxWorkers caps concurrent open-loop requests; 0 lets the load
+	// engine choose.
+	MaxWorkers int `json:"maxWorkers,omitempty"`
+	// Connections caps idle connections per ingress replica; 0 lets the
+	// load engine choose.
+	Connections int `json:"connections,omitempty"`
+}
+
+// Phase kinds.
+const (
+	PhaseConstant = "constant"
+	PhaseRamp     = "ramp"
+	PhaseSteps    = "steps"
+	PhaseBurst    = "burst"
+)
+
+// Phase is one open-loop phase.
+type Phase struct {
+	// Kind is constant, ramp, steps or burst.
+	Kind     string   `json:"kind"`
+	Duration Duration `json:"duration"`
+	// Rate (constant) in requests per second.
+	Rate float64 `json:"rate,omitempty"`
+	// From and To (ramp, steps): the rate goes linearly (ramp) or in Steps
+	// equal steps (steps) from From to To.
+	From  float64 `json:"from,omitempty"`
+	To    float64 `json:"to,omitempty"`
+	Steps int     `json:"steps,omitempty"`
+	// High, Low, HighFor, LowFor (burst): High rps for HighFor, then Low
+	// rps for LowFor, repeated for Duration.
+	High    float64  `json:"high,omitempty"`
+	Low     float64  `json:"low,omitempty"`
+	HighFor Duration `json:"highFor,omitempty"`
+	LowFor  Duration `json:"lowFor,omitempty"`
+}
+
+// Reset modes.
+const (
+	ResetAdmin   = "admin"
+	ResetRestart = "restart"
+)
+
+// Orders of the plan.
+const (
+	OrderShuffle    = "shuffle"
+	OrderRotate     = "rotate"
+	OrderSequential = "sequential"
+)
+
+// Protocol is how the algorithms are compared.
+type Protocol struct {
+	// Algorithms compared; default prequal, round-robin, least-request.
+	Algorithms []string `json:"algorithms,omitempty"`
+	// Reference is the algorithm the others are compared against;
+	// default prequal if present, else the first algorithm.
+	Reference string `json:"reference,omitempty"`
+	// Reps is the number of repetitions of every algorithm; default 3.
+	Reps int `json:"reps,omitempty"`
+	// Warmup before each measured window (discarded); default 10s.
+	Warmup *Duration `json:"warmup,omitempty"`
+	// Cooldown after each measured window; default 2s.
+	Cooldown *Duration `json:"cooldown,omitempty"`
+	// Reset is admin (default: reset through the admin API) or restart
+	// (restart the ingress processes).
+	Reset string `json:"reset,omitempty"`
+	// Order is shuffle (default: a seeded shuffle per rep), rotate or
+	// sequential (not interleaved; drift then biases the comparison).
+	Order string `json:"order,omitempty"`
+	// Seed drives the plan and the load; default 1.
+	Seed uint64 `json:"seed,omitempty"`
+}
+
+// Ingress is the ingress deployment and its policy parameters.
+type Ingress struct {
+	// Replicas of the ingress; the load is spread evenly over them. Default 1.
+	Replicas int `json:"replicas,omitempty"`
+	// Policy holds Prequal's parameters; unset ones keep the ingress's
+	// defaults.
+	Policy Policy `json:"policy,omitempty"`
+	// ProbeTimeout, ProbeWorkers, ProbeQueueSize tune the prober.
+	ProbeTimeout   Duration `json:"probeTimeout,omitempty"`
+	ProbeWorkers   int      `json:"probeWorkers,omitempty"`
+	ProbeQueueSize int      `json:"probeQueueSize,omitempty"`
+}
+
+// Policy is Prequal's parameters (flags --prequal-*).
+type Policy struct {
+	ProbesPerQuery    *float64 `json:"probesPerQuery,omitempty"`
+	PoolSize          int      `json:"poolSize,omitempty"`
+	MaxAge            Duration `json:"maxAge,omitempty"`
+	QRIF              *float64 `json:"qrif,omitempty"`
+	RemovePerQuery    *float64 `json:"removePerQuery,omitempty"`
+	Delta             *float64 `json:"delta,omitempty"`
+	IdleProbeInterval Duration `json:"idleProbeInterval,omitempty"`
+	MinProbes         *int     `json:"minProbes,omitempty"`
+}
+
+// Duration is a Go duration string ("30s", "500ms"). It stays a string in
+// the schema so that Validate can name the field of a bad value.
+type Duration string
+
+// Std returns the parsed duration, 0 when empty or invalid (Validate
+// reports invalid ones).
+func (d Duration) Std() time.Duration {
+	v, err := time.ParseDuration(string(d))
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Dur formats d as a Duration.
+func Dur(d time.Duration) Duration { return Duration(d.String()) }
+
+func ptr[T any](v T) *T { return &v }
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -1,0 +1,574 @@
+//! Command-line flags and their environment variables. Every flag --x-y has
+//! PREQUAL_BACKEND_X_Y; the seed's variable names are accepted too. Flags win
+//! over PREQUAL_BACKEND_*, which win over the seed's names.
+
+use crate::antagonist::Antagonist;
+use crate::dist::Distribution;
+use crate::duration::parse_duration;
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Cpu,
+    Io,
+    Sleep,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeFault {
+    None,
+    Timeout,
+    Status500,
+    Malformed,
+    StaleTimestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkFault {
+    None,
+    FailFast,
+    Hang,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub listen: String,
+    pub addr_file: Option<String>,
+    pub mode: Mode,
+    pub service_time: Duration,
+    pub cpu_rounds: u64,
+    pub distribution: Distribution,
+    pub slow: f64,
+    pub concurrency: usize,
+    pub queue_limit: usize,
+    pub antagonists: Vec<Antagonist>,
+    pub probe_fault: ProbeFault,
+    pub fault_timeout: Duration,
+    pub fault_stale_offset: Duration,
+    pub work_fault: WorkFault,
+    pub latency_window: Duration,
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: "0.0.0.0:8080".into(),
+            addr_file: None,
+            mode: Mode::Io,
+            service_time: Duration::from_millis(20),
+            cpu_rounds: 1,
+            distribution: Distribution::Fixed,
+            slow: 1.0,
+            concurrency: 4,
+            queue_limit: 1024,
+            antagonists: Vec::new(),
+            probe_fault: ProbeFault::None,
+            fault_timeout: Duration::from_secs(5),
+            fault_stale_offset: Duration::from_secs(10),
+            work_fault: WorkFault::None,
+            latency_window: Duration::from_secs(1),
+            seed: 0,
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+pub enum Parsed {
+    Run(Box<Config>),
+    Help,
+}
+
+pub const FLAGS: &[(&str, &str)] = &[
+    (
+        "listen",
+        "ADDR  listen address (default 0.0.0.0:8080; port 0 picks a free port)",
+    ),
+    (
+        "addr-file",
+        "PATH  write the bound ip:port here once listening",
+    ),
+    ("mode", "cpu|io|sleep  (default io)"),
+    (
+        "service-time",
+        "DUR  mean service time of 1000 iterations in io/sleep mode (default 20ms)",
+    ),
+    (
+        "cpu-rounds",
+        "N  SHA-256 rounds per iteration in cpu mode (default 1)",
+    ),
+    (
+        "distribution",
+        "fixed|exp|normal  (default fixed; normal has sigma = mu, truncated at 0)",
+    ),
+    ("slow", "F  multiplier on the work (default 1.0)"),
+    (
+        "concurrency",
+        "N  requests in service at once (default 4; 0 = unlimited)",
+    ),
+    (
+        "queue-limit",
+        "N  waiting requests before 503 (default 1024)",
+    ),
+    (
+        "antagonist",
+        "SPEC  capacity drop \"at=10s,for=5s,capacity=1[,every=30s]\" (repeatable)",
+    ),
+    (
+        "probe-fault",
+        "none|timeout|500|malformed|stale_timestamp  (default none)",
+    ),
+    (
+        "fault-timeout",
+        "DUR  delay of the probe fault timeout (default 5s)",
+    ),
+    (
+        "fault-stale-offset",
+        "DUR  how far stale_timestamp moves the clock back (default 10s)",
+    ),
+    ("work-fault", "none|fail_fast|hang  (default none)"),
+    (
+        "latency-window",
+        "DUR  age after which latency samples stop counting (default 1s)",
+    ),
+    ("seed", "N  random seed (default from the clock)"),
+];
+
+pub fn usage() -> String {
+    let mut s = String::from(
+        "usage: prequal-backend [flags]\n\nflags (each also read from PREQUAL_BACKEND_<FLAG>):\n",
+    );
+    for (name, help) in FLAGS {
+        s.push_str(&format!("  --{name} {help}\n"));
+    }
+    s
+}
+
+fn env_name(flag: &str) -> String {
+    format!("PREQUAL_BACKEND_{}", flag.to_uppercase().replace('-', "_"))
+}
+
+/// Parses flags (without argv[0]) and environment variables.
+/// Errors name the flag (or variable) and what was expected.
+pub fn parse(args: &[String], env: &HashMap<String, String>) -> Result<Parsed, String> {
+    // Gather (source name, flag, value) in increasing precedence; later wins,
+    // except --antagonist, which accumulates within the winning source.
+    let mut settings: Vec<(String, &str, String)> = Vec::new();
+    let seed_env: [(&str, &str); 6] = [
+        ("PORT", "listen"),
+        ("WORK_MULTIPLIER", "slow"),
+        ("IO_BOUND_MODE", "mode"),
+        ("FAULT_PROBE_MODE", "probe-fault"),
+        ("FAULT_TIMEOUT_MS", "fault-timeout"),
+        ("FAULT_STALE_OFFSET_MS", "fault-stale-offset"),
+    ];
+    for (var, flag) in seed_env {
+        let Some(v) = env.get(var) else { continue };
+        let value = match var {
+            "PORT" => {
+                let port: u16 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("PORT: {v:?} is not a port number (0-65535)"))?;
+                format!("0.0.0.0:{port}")
+            }
+            "IO_BOUND_MODE" => match v.trim() {
+                "1" | "true" => "io".into(),
+                // Anything else keeps the seed's default, cpu.
+                _ => "cpu".into(),
+            },
+            "FAULT_TIMEOUT_MS" | "FAULT_STALE_OFFSET_MS" => {
+                let ms: u64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{var}: {v:?} is not a whole number of milliseconds"))?;
+                format!("{ms}ms")
+            }
+            _ => v.clone(),
+        };
+        settings.push((var.to_string(), flag, value));
+    }
+    for (flag, _) in FLAGS {
+        let var = env_name(flag);
+        if let Some(v) = env.get(&var) {
+            if *flag == "antagonist" {
+                // Several schedules in one variable are separated by ';'.
+                for spec in v.split(';').filter(|s| !s.trim().is_empty()) {
+                    settings.push((var.clone(), flag, spec.to_string()));
+                }
+            } else {
+                settings.push((var, flag, v.clone()));
+            }
+        }
+    }
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        if arg == "-h" || arg == "--help" {
+            return Ok(Parsed::Help);
+        }
+        let Some(body) = arg.strip_prefix("--") else {
+            return Err(format!(
+                "unexpected argument {arg:?} (flags look like --name value)"
+            ));
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        let Some(&(flag, _)) = FLAGS.iter().find(|(f, _)| *f == name) else {
+            return Err(format!("unknown flag --{name} (see --help)"));
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("--{flag}: missing value"))?
+            }
+        };
+        settings.push((format!("--{flag}"), flag, value));
+        i += 1;
+    }
+
+    let mut cfg = Config {
+        seed: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        ..Config::default()
+    };
+    // --antagonist: the highest-precedence source that sets it wins as a whole.
+    if let Some(src) = settings
+        .iter()
+        .rev()
+        .find(|(_, f, _)| *f == "antagonist")
+        .map(|(s, _, _)| s.clone())
+    {
+        for (_, _, v) in settings
+            .iter()
+            .filter(|(s, f, _)| *f == "antagonist" && *s == src)
+        {
+            cfg.antagonists
+                .push(Antagonist::parse(v).map_err(|e| format!("{src}: {v:?}: {e}"))?);
+        }
+    }
+    for (src, flag, v) in &settings {
+        apply(&mut cfg, flag, v).map_err(|e| format!("{src}: {e}"))?;
+    }
+    Ok(Parsed::Run(Box::new(cfg)))
+}
+
+fn int<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
+    v.trim().parse().map_err(|_| format!("{v:?} is not {what}"))
+}
+
+fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
+    match flag {
+        "listen" => {
+            if v.parse::<std::net::SocketAddr>().is_err() {
+                return Err(format!(
+                    "{v:?} is not ip:port (e.g. 0.0.0.0:8080, 127.0.0.1:0, [::1]:0)"
+                ));
+            }
+            cfg.listen = v.to_string();
+        }
+        "addr-file" => {
+            if v.is_empty() {
+                return Err("empty path".into());
+            }
+            cfg.addr_file = Some(v.to_string());
+        }
+        "mode" => {
+            cfg.mode = match v {
+                "cpu" => Mode::Cpu,
+                "io" => Mode::Io,
+                "sleep" => Mode::Sleep,
+                _ => return Err(format!("{v:?} is not one of cpu, io, sleep")),
+            }
+        }
+        "service-time" => cfg.service_time = parse_duration(v)?,
+        "cpu-rounds" => cfg.cpu_rounds = int(v, "a non-negative integer")?,
+        "distribution" => cfg.distribution = Distribution::parse(v)?,
+        "slow" => {
+            let f: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{v:?} is not a number"))?;
+            if !f.is_finite() || f < 0.0 {
+                return Err(format!("{v:?} must be a finite number >= 0"));
+            }
+            cfg.slow = f;
+        }
+        "concurrency" => cfg.concurrency = int(v, "a non-negative integer (0 = unlimited)")?,
+        "queue-limit" => cfg.queue_limit = int(v, "a non-negative integer")?,
+        "antagonist" => {} // handled as a whole in parse
+        "probe-fault" => {
+            cfg.probe_fault = match v {
+                "none" | "" => ProbeFault::None,
+                "timeout" => ProbeFault::Timeout,
+                "500" => ProbeFault::Status500,
+                "malformed" => ProbeFault::Malformed,
+                "stale_timestamp" | "stale" => ProbeFault::StaleTimestamp,
+                _ => {
+                    return Err(format!(
+                        "{v:?} is not one of none, timeout, 500, malformed, stale_timestamp"
+                    ))
+                }
+            }
+        }
+        "fault-timeout" => cfg.fault_timeout = parse_duration(v)?,
+        "fault-stale-offset" => cfg.fault_stale_offset = parse_duration(v)?,
+        "work-fault" => {
+            cfg.work_fault = match v {
+                "none" => WorkFault::None,
+                "fail_fast" => WorkFault::FailFast,
+                "hang" => WorkFault::Hang,
+                _ => return Err(format!("{v:?} is not one of none, fail_fast, hang")),
+            }
+        }
+        "latency-window" => {
+            let d = parse_duration(v)?;
+            if d.is_zero() {
+                return Err("must be positive".into());
+            }
+            cfg.latency_window = d;
+        }
+        "seed" => cfg.seed = int(v, "a non-negative integer")?,
+        _ => unreachable!("flag {flag} is in FLAGS but not handled"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    fn run(a: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        match parse(&args(a), &env)? {
+            Parsed::Run(c) => Ok(*c),
+            Parsed::Help => Err("help".into()),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run(&["--seed", "3"], &[]).unwrap();
+        assert_eq!(
+            c,
+            Config {
+                seed: 3,
+                ..Config::default()
+            }
+        );
+    }
+
+    #[test]
+    fn every_flag_good_value() {
+        let c = run(
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--addr-file=/tmp/a",
+                "--mode",
+                "cpu",
+                "--service-time",
+                "500us",
+                "--cpu-rounds",
+                "3",
+                "--distribution",
+                "normal",
+                "--slow",
+                "2.5",
+                "--concurrency",
+                "0",
+                "--queue-limit",
+                "7",
+                "--antagonist",
+                "at=1s,for=2s,capacity=1",
+                "--antagonist",
+                "at=5s,for=1s,capacity=0,every=10s",
+                "--probe-fault",
+                "stale_timestamp",
+                "--fault-timeout",
+                "50ms",
+                "--fault-stale-offset",
+                "1m",
+                "--work-fault",
+                "hang",
+                "--latency-window",
+                "250ms",
+                "--seed",
+                "99",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.listen, "127.0.0.1:0");
+        assert_eq!(c.addr_file.as_deref(), Some("/tmp/a"));
+        assert_eq!(c.mode, Mode::Cpu);
+        assert_eq!(c.service_time, Duration::from_micros(500));
+        assert_eq!(c.cpu_rounds, 3);
+        assert_eq!(c.distribution, Distribution::Normal);
+        assert_eq!(c.slow, 2.5);
+        assert_eq!(c.concurrency, 0);
+        assert_eq!(c.queue_limit, 7);
+        assert_eq!(c.antagonists.len(), 2);
+        assert_eq!(c.antagonists[1].every, Some(Duration::from_secs(10)));
+        assert_eq!(c.probe_fault, ProbeFault::StaleTimestamp);
+        assert_eq!(c.fault_timeout, Duration::from_millis(50));
+        assert_eq!(c.fault_stale_offset, Duration::from_secs(60));
+        assert_eq!(c.work_fault, WorkFault::Hang);
+        assert_eq!(c.latency_window, Duration::from_millis(250));
+        assert_eq!(c.seed, 99);
+        for (v, want) in [
+            ("none", ProbeFault::None),
+            ("timeout", ProbeFault::Timeout),
+            ("500", ProbeFault::Status500),
+            ("malformed", ProbeFault::Malformed),
+        ] {
+            assert_eq!(run(&["--probe-fault", v], &[]).unwrap().probe_fault, want);
+        }
+        assert_eq!(
+            run(&["--work-fault", "fail_fast"], &[]).unwrap().work_fault,
+            WorkFault::FailFast
+        );
+        assert_eq!(run(&["--mode", "sleep"], &[]).unwrap().mode, Mode::Sleep);
+        assert_eq!(
+            run(&["--distribution", "exp"], &[]).unwrap().distribution,
+            Distribution::Exp
+        );
+    }
+
+    #[test]
+    fn every_flag_bad_value_names_the_flag() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("listen", "nowhere", "ip:port"),
+            ("addr-file", "", "empty"),
+            ("mode", "gpu", "cpu, io, sleep"),
+            ("service-time", "20", "unit"),
+            ("cpu-rounds", "-1", "non-negative integer"),
+            ("distribution", "gamma", "fixed, exp, normal"),
+            ("slow", "fast", "number"),
+            ("slow", "-1", ">= 0"),
+            ("concurrency", "x", "non-negative integer"),
+            ("queue-limit", "1.5", "non-negative integer"),
+            ("antagonist", "at=1s", "missing"),
+            (
+                "probe-fault",
+                "404",
+                "none, timeout, 500, malformed, stale_timestamp",
+            ),
+            ("fault-timeout", "soon", "want e.g. 20ms"),
+            ("fault-stale-offset", "1", "unit"),
+            ("work-fault", "slow", "none, fail_fast, hang"),
+            ("latency-window", "0", "positive"),
+            ("seed", "abc", "non-negative integer"),
+        ];
+        let mut seen: Vec<&str> = Vec::new();
+        for (flag, value, want) in cases {
+            let err = run(&[&format!("--{flag}"), value], &[]).expect_err(flag);
+            assert!(err.starts_with(&format!("--{flag}: ")), "{flag}: {err}");
+            assert!(err.contains(want), "{flag}: {err:?} lacks {want:?}");
+            seen.push(flag);
+        }
+        for (flag, _) in FLAGS {
+            assert!(seen.contains(flag), "no bad-value case for --{flag}");
+        }
+    }
+
+    #[test]
+    fn argument_errors() {
+        assert!(run(&["--nope", "1"], &[])
+            .unwrap_err()
+            .contains("unknown flag --nope"));
+        assert!(run(&["--mode"], &[])
+            .unwrap_err()
+            .contains("--mode: missing value"));
+        assert!(run(&["mode"], &[])
+            .unwrap_err()
+            .contains("unexpected argument"));
+        assert_eq!(run(&["--help"], &[]).unwrap_err(), "help");
+    }
+
+    #[test]
+    fn env_variables_and_precedence() {
+        let c = run(
+            &["--slow", "3"],
+            &[
+                ("PREQUAL_BACKEND_SLOW", "2"),
+                ("WORK_MULTIPLIER", "16"),
+                ("PREQUAL_BACKEND_CONCURRENCY", "9"),
+                ("PREQUAL_BACKEND_LATENCY_WINDOW", "2s"),
+                (
+                    "PREQUAL_BACKEND_ANTAGONIST",
+                    "at=1s,for=1s,capacity=1;at=3s,for=1s,capacity=2",
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.slow, 3.0);
+        assert_eq!(c.concurrency, 9);
+        assert_eq!(c.latency_window, Duration::from_secs(2));
+        assert_eq!(c.antagonists.len(), 2);
+        // A flag replaces the environment's schedules instead of adding to them.
+        let c = run(
+            &["--antagonist", "at=9s,for=1s,capacity=0"],
+            &[("PREQUAL_BACKEND_ANTAGONIST", "at=1s,for=1s,capacity=1")],
+        )
+        .unwrap();
+        assert_eq!(c.antagonists.len(), 1);
+        assert_eq!(c.antagonists[0].at, Duration::from_secs(9));
+        let err = run(&[], &[("PREQUAL_BACKEND_MODE", "gpu")]).unwrap_err();
+        assert!(err.starts_with("PREQUAL_BACKEND_MODE: "), "{err}");
+    }
+
+    #[test]
+    fn seed_env_names() {
+        let c = run(
+            &[],
+            &[
+                ("PORT", "9090"),
+                ("WORK_MULTIPLIER", "16"),
+                ("IO_BOUND_MODE", "true"),
+                ("FAULT_PROBE_MODE", "malformed"),
+                ("FAULT_TIMEOUT_MS", "250"),
+                ("FAULT_STALE_OFFSET_MS", "60000"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.listen, "0.0.0.0:9090");
+        assert_eq!(c.slow, 16.0);
+        assert_eq!(c.mode, Mode::Io);
+        assert_eq!(c.probe_fault, ProbeFault::Malformed);
+        assert_eq!(c.fault_timeout, Duration::from_millis(250));
+        assert_eq!(c.fault_stale_offset, Duration::from_secs(60));
+        assert_eq!(run(&[], &[("IO_BOUND_MODE", "0")]).unwrap().mode, Mode::Cpu);
+        assert!(run(&[], &[("PORT", "http")])
+            .unwrap_err()
+            .starts_with("PORT: "));
+        assert!(run(&[], &[("FAULT_TIMEOUT_MS", "5s")])
+            .unwrap_err()
+            .starts_with("FAULT_TIMEOUT_MS: "));
+        // The new names win over the seed's.
+        assert_eq!(
+            run(
+                &[],
+                &[("PORT", "9090"), ("PREQUAL_BACKEND_LISTEN", "127.0.0.1:1")]
+            )
+            .unwrap()
+            .listen,
+            "127.0.0.1:1"
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! The latency estimator behind /prequal/probe: every finished /work request
+//! is recorded with its RIF at arrival; a probe returns the median latency of
+//! recent requests whose arrival RIF is at or near the current RIF.
+//!
+//! Samples live in per-RIF-bucket ring buffers (bounded memory, O(1) record).
+//! Within a ring, samples are in finish order, so a query walks each bucket
+//! from newest to oldest and stops at the first aged-out sample: its cost is
+//! bounded by the recent samples it actually uses. Time is passed in by the
+//! caller (nanoseconds on any monotonic clock), so tests use a fake clock.
+
+/// Samples kept per bucket. At moderate load these span the last few tens
+/// of milliseconds, as in the paper.
+pub const RING: usize = 64;
+/// A query widens to neighbouring buckets until it has this many samples.
+pub const MIN_SAMPLES: usize = 5;
+/// RIF values below this have a bucket each; above it, buckets are
+/// geometric (8 per power of two).
+const EXACT: u64 = 64;
+const SUB_BITS: u32 = 3;
+const NUM_BUCKETS: usize = EXACT as usize + 8 * (64 - 6) as usize;
+
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    latency_ms: f64,
+    finish_ns: u64,
+}
+
+#[derive(Clone)]
+struct Bucket {
+    ring: [Sample; RING],
+    len: usize,
+    next: usize,
+}
+
+impl Bucket {
+    fn new() -> Bucket {
+        Bucket {
+            ring: [Sample::default(); RING],
+            len: 0,
+            next: 0,
+        }
+    }
+
+    fn push(&mut self, s: Sample) {
+        self.ring[self.next] = s;
+        self.next = (self.next + 1) % RING;
+        self.len = (self.len + 1).min(RING);
+    }
+
+    /// Newest finish time, or None when empty.
+    fn newest(&self) -> Option<u64> {
+        (self.len > 0).then(|| self.ring[(self.next + RING - 1) % RING].finish_ns)
+    }
+
+    /// Appends latencies of samples finished at or after `cutoff`, newest first.
+    fn collect_recent(&self, cutoff: u64, out: &mut Vec<f64>) {
+        for i in 0..self.len {
+            let s = self.ring[(self.next + RING - 1 - i) % RING];
+            if s.finish_ns < cutoff {
+                break;
+            }
+            out.push(s.latency_ms);
+        }
+    }
+}
+
+/// The bucket index of a RIF value.
+pub fn bucket_of(rif: u64) -> usize {
+    if rif < EXACT {
+        return rif as usize;
+    }
+    let msb = 63 - rif.leading_zeros(); // >= 6
+    let sub = (rif >> (msb - SUB_BITS)) & ((1 << SUB_BITS) - 1);
+    EXACT as usize + ((msb - 6) as usize) * 8 + sub as usize
+}
+
+/// What a probe reports about latency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// None when no sample is recent enough ("unknown", never 0).
+    pub median_ms: Option<f64>,
+    /// The number of samples the median was taken over.
+    pub samples: usize,
+}
+
+pub struct Estimator {
+    buckets: Vec<Bucket>,
+    window_ns: u64,
+    /// Newest finish time over all buckets, to answer "nothing recent" in O(1).
+    newest_ns: Option<u64>,
+}
+
+impl Estimator {
+    pub fn new(window_ns: u64) -> Estimator {
+        Estimator {
+            buckets: vec![Bucket::new(); NUM_BUCKETS],
+            window_ns,
+            newest_ns: None,
+        }
+    }
+
+    /// Records a finished request. `finish_ns` must not go backwards
+    /// between calls (the caller records under one lock with a monotonic clock).
+    pub fn record(&mut self, rif_at_arrival: u64, latency_ms: f64, finish_ns: u64) {
+        self.buckets[bucket_of(rif_at_arrival)].push(Sample {
+            latency_ms,
+            finish_ns,
+        });
+        self.newest_ns = Some(self.newest_ns.map_or(finish_ns, |n| n.max(finish_ns)));
+    }
+
+    /// Drops all history.
+    pub fn clear(&mut self) {
+        for b in &mut self.buckets {
+            b.len = 0;
+            b.next = 0;
+        }
+        self.newest_ns = None;
+    }
+
+    /// The median of recent latencies at the current RIF's bucket, widening to
+    /// neighbouring buckets (nearest first, both sides per step) until at
+    /// least MIN_SAMPLES are found or every bucket has been looked at.
+    pub fn estimate(&self, current_rif: u64, now_ns: u64) -> Estimate {
+        let cutoff = now_ns.saturating_sub(self.window_ns);
+        let unknown = Estimate {
+            median_ms: None,
+            samples: 0,
+        };
+        match self.newest_ns {
+            Some(n) if n >= cutoff => {}
+            _ => return unknown,
+        }
+        let centre = bucket_of(current_rif);
+        let mut values = Vec::with_capacity(2 * MIN_SAMPLES);
+        let take = |i: usize, values: &mut Vec<f64>| {
+            let b = &self.buckets[i];
+            if b.newest().is_some_and(|n| n >= cutoff) {
+                b.collect_recent(cutoff, values);
+            }
+        };
+        take(centre, &mut values);
+        let mut d = 1;
+        while values.len() < MIN_SAMPLES && (centre >= d || centre + d < NUM_BUCKETS) {
+            if centre >= d {
+                take(centre - d, &mut values);
+            }
+            if centre + d < NUM_BUCKETS {
+                take(centre + d, &mut values);
+            }
+            d += 1;
+        }
+        if values.is_empty() {
+            return unknown;
+        }
+        Estimate {
+            median_ms: Some(median(&mut values)),
+            samples: values.len(),
+        }
+    }
+}
+
+/// Median; the mean of the two middle values for even counts.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const WINDOW: u64 = 1000 * MS;
+
+    #[test]
+    fn unknown_without_history() {
+        let e = Estimator::new(WINDOW);
+        assert_eq!(
+            e.estimate(0, 5 * MS),
+            Estimate {
+                median_ms: None,
+                samples: 0
+            }
+        );
+    }
+
+    #[test]
+    fn exact_rif_bucket_first() {
+        let mut e = Estimator::new(WINDOW);
+        let mut t = 0;
+        for i in 0..5 {
+            t += MS;
+            e.record(2, 10.0 + i as f64, t);
+            e.record(3, 100.0, t);
+        }
+        let got = e.estimate(2, t);
+        assert_eq!(got.median_ms, Some(12.0));
+        assert_eq!(got.samples, 5);
+        assert_eq!(e.estimate(3, t).median_ms, Some(100.0));
+    }
+
+    #[test]
+    fn widens_to_neighbours_when_exact_bucket_is_thin() {
+        let mut e = Estimator::new(WINDOW);
+        e.record(5, 50.0, MS);
+        e.record(4, 40.0, MS);
+        e.record(6, 60.0, MS);
+        e.record(3, 30.0, MS);
+        e.record(7, 70.0, MS);
+        e.record(20, 999.0, MS);
+        let got = e.estimate(5, 2 * MS);
+        assert_eq!(got.samples, 5);
+        assert_eq!(got.median_ms, Some(50.0));
+        // Far away but the only data: still used rather than "unknown".
+        let mut e = Estimator::new(WINDOW);
+        e.record(40, 7.0, MS);
+        assert_eq!(e.estimate(0, 2 * MS).median_ms, Some(7.0));
+    }
+
+    #[test]
+    fn median_of_even_count_is_mean_of_middle_pair() {
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&mut [5.0]), 5.0);
+        let mut e = Estimator::new(WINDOW);
+        for (i, v) in [10.0, 20.0, 30.0, 40.0, 50.0, 60.0].iter().enumerate() {
+            e.record(1, *v, i as u64 * MS);
+        }
+        assert_eq!(e.estimate(1, 10 * MS).median_ms, Some(35.0));
+    }
+
+    #[test]
+    fn ageing_drops_old_samples_then_reports_unknown() {
+        let mut e = Estimator::new(WINDOW);
+        e.record(0, 500.0, 0);
+        e.record(0, 500.0, 100 * MS);
+        for i in 0..3 {
+            e.record(0, 1.0, 900 * MS + i * MS);
+        }
+        // At 1050 ms the sample at 0 is out; the one at 100 ms is still in.
+        let got = e.estimate(0, 1050 * MS);
+        assert_eq!(got.samples, 4);
+        assert_eq!(got.median_ms, Some(1.0));
+        // Past the window of the newest sample, nothing is recent: unknown.
+        let got = e.estimate(0, 902 * MS + WINDOW + 1);
+        assert_eq!(got.median_ms, None);
+        assert_eq!(got.samples, 0);
+    }
+
+    #[test]
+    fn ring_is_bounded_and_keeps_newest() {
+        let mut e = Estimator::new(WINDOW);
+        for i in 0..(RING as u64 * 3) {
+            e.record(1, if i < RING as u64 * 2 { 1000.0 } else { 1.0 }, i);
+        }
+        let got = e.estimate(1, RING as u64 * 3);
+        assert_eq!(got.samples, RING);
+        assert_eq!(got.median_ms, Some(1.0));
+    }
+
+    #[test]
+    fn clear_forgets() {
+        let mut e = Estimator::new(WINDOW);
+        e.record(0, 3.0, MS);
+        e.clear();
+        assert_eq!(e.estimate(0, MS).median_ms, None);
+    }
+
+    #[test]
+    fn buckets_are_monotonic_and_in_range() {
+        let mut last = 0;
+        for r in (0..5000u64).chain([u64::MAX / 2, u64::MAX]) {
+            let b = bucket_of(r);
+            assert!(b >= last && b < NUM_BUCKETS, "rif {r} -> {b}");
+            last = b;
+        }
+        assert_eq!(bucket_of(63), 63);
+        assert_eq!(bucket_of(64), 64);
+        assert_eq!(bucket_of(72), 65);
+        assert_eq!(bucket_of(u64::MAX), NUM_BUCKETS - 1);
+    }
+}

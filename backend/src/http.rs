@@ -1,0 +1,591 @@
+//! A small HTTP/1.1 server side: request parsing (request line, headers,
+//! Content-Length and chunked bodies, pipelining, Expect: 100-continue) and
+//! response writing, over any Read + Write stream.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::time::{Duration, Instant};
+
+/// Cap on the request line plus headers.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Cap on a request body (the only body we expect is {"iterations": n}).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// A request that has started must arrive within this time.
+const PARTIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// Path and query as sent, e.g. "/work?iterations=5".
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Whether the connection stays open after the response.
+    pub keep_alive: bool,
+}
+
+impl Request {
+    pub fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+
+    pub fn query(&self) -> &str {
+        self.target.split_once('?').map_or("", |(_, q)| q)
+    }
+
+    /// The first value of a header (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug)]
+pub enum ParseError {
+    /// The peer closed (or we are shutting down) between requests: not an error.
+    Closed,
+    /// Malformed request: answer 400 and close.
+    Bad(String),
+    /// Headers too large: answer 431 and close.
+    HeadersTooLarge,
+    /// Body too large: answer 413 and close.
+    BodyTooLarge,
+    /// I/O failure or a timeout in the middle of a request: just close.
+    Io,
+}
+
+impl ParseError {
+    /// The status and message to answer with, if any.
+    pub fn response(&self) -> Option<(u16, String)> {
+        match self {
+            ParseError::Bad(m) => Some((400, format!("bad request: {m}\n"))),
+            ParseError::HeadersTooLarge => Some((431, "request headers too large\n".into())),
+            ParseError::BodyTooLarge => Some((413, "request body too large\n".into())),
+            ParseError::Closed | ParseError::Io => None,
+        }
+    }
+}
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, ParseError> {
+    Err(ParseError::Bad(msg.into()))
+}
+
+/// A connection: the stream plus bytes read but not yet consumed (pipelining).
+pub struct Conn<S> {
+    stream: S,
+    buf: Vec<u8>,
+}
+
+impl<S: Read + Write> Conn<S> {
+    pub fn new(stream: S) -> Conn<S> {
+        Conn {
+            stream,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    pub fn stream(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// Whether bytes of a next (pipelined) request are already buffered.
+    pub fn has_buffered(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Reads more bytes. Read timeouts on the stream surface as WouldBlock or
+    /// TimedOut; `idle_stop` is asked then whether to give up (shutdown), but
+    /// only between requests: a started request gets PARTIAL_REQUEST_TIMEOUT.
+    fn fill(
+        &mut self,
+        started: &mut Option<Instant>,
+        idle_stop: &mut dyn FnMut() -> bool,
+    ) -> Result<(), ParseError> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    return if self.buf.is_empty() && started.is_none() {
+                        Err(ParseError::Closed)
+                    } else {
+                        Err(ParseError::Io)
+                    }
+                }
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    started.get_or_insert_with(Instant::now);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    match started {
+                        None if self.buf.is_empty() && idle_stop() => {
+                            return Err(ParseError::Closed)
+                        }
+                        Some(t) if t.elapsed() > PARTIAL_REQUEST_TIMEOUT => {
+                            return Err(ParseError::Io)
+                        }
+                        _ => {}
+                    }
+                }
+                Err(_) => return Err(ParseError::Io),
+            }
+        }
+    }
+
+    /// Reads one request. `idle_stop` is polled on read timeouts while the
+    /// connection is idle; returning true ends the connection (Closed).
+    pub fn read_request(
+        &mut self,
+        mut idle_stop: impl FnMut() -> bool,
+    ) -> Result<Request, ParseError> {
+        let mut started = (!self.buf.is_empty()).then(Instant::now);
+        // Tolerate stray CRLFs between requests (RFC 9112 2.2).
+        let header_end = loop {
+            while self.buf.first().is_some_and(|&b| b == b'\r' || b == b'\n') {
+                self.buf.remove(0);
+            }
+            if let Some(end) = find_header_end(&self.buf) {
+                break end;
+            }
+            if self.buf.len() > MAX_HEADER_BYTES {
+                return Err(ParseError::HeadersTooLarge);
+            }
+            self.fill(&mut started, &mut idle_stop)?;
+        };
+        if header_end.0 > MAX_HEADER_BYTES {
+            return Err(ParseError::HeadersTooLarge);
+        }
+        let head = std::str::from_utf8(&self.buf[..header_end.0])
+            .map_err(|_| ParseError::Bad("header bytes are not UTF-8".into()))?;
+        let mut req = parse_head(head)?;
+        self.buf.drain(..header_end.1);
+
+        if let Some(expect) = req.header("expect") {
+            if expect.eq_ignore_ascii_case("100-continue") {
+                self.stream
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .map_err(|_| ParseError::Io)?;
+            }
+        }
+        match body_kind(&req)? {
+            BodyKind::None => {}
+            BodyKind::Length(n) => {
+                if n > MAX_BODY_BYTES {
+                    return Err(ParseError::BodyTooLarge);
+                }
+                while self.buf.len() < n {
+                    self.fill(&mut started, &mut idle_stop)?;
+                }
+                req.body = self.buf.drain(..n).collect();
+            }
+            BodyKind::Chunked => req.body = self.read_chunked(&mut started, &mut idle_stop)?,
+        }
+        Ok(req)
+    }
+
+    fn read_line(
+        &mut self,
+        started: &mut Option<Instant>,
+        idle_stop: &mut dyn FnMut() -> bool,
+    ) -> Result<String, ParseError> {
+        loop {
+            if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=pos).collect();
+                let line = String::from_utf8(line)
+                    .map_err(|_| ParseError::Bad("chunk line is not UTF-8".into()))?;
+                return Ok(line.trim_end_matches(['\r', '\n']).to_string());
+            }
+            if self.buf.len() > MAX_HEADER_BYTES {
+                return Err(ParseError::HeadersTooLarge);
+            }
+            self.fill(started, idle_stop)?;
+        }
+    }
+
+    fn read_chunked(
+        &mut self,
+        started: &mut Option<Instant>,
+        idle_stop: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<u8>, ParseError> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.read_line(started, idle_stop)?;
+            let size_str = line.split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size_str, 16)
+                .map_err(|_| ParseError::Bad(format!("bad chunk size {size_str:?}")))?;
+            if size == 0 {
+                // Trailers, up to the empty line.
+                while !self.read_line(started, idle_stop)?.is_empty() {}
+                return Ok(body);
+            }
+            if body.len() + size > MAX_BODY_BYTES {
+                return Err(ParseError::BodyTooLarge);
+            }
+            while self.buf.len() < size + 2 {
+                self.fill(started, idle_stop)?;
+            }
+            body.extend(self.buf.drain(..size));
+            let crlf: Vec<u8> = self.buf.drain(..2).collect();
+            if crlf != b"\r\n" {
+                return bad("chunk data not followed by CRLF");
+            }
+        }
+    }
+}
+
+/// (end of the header text, start of the body): the header block ends at the
+/// first empty line, CRLF or bare LF.
+fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut i = 0;
+    while let Some(off) = buf[i..].iter().position(|&b| b == b'\n') {
+        let nl = i + off;
+        let rest = &buf[nl + 1..];
+        if rest.starts_with(b"\r\n") {
+            return Some((nl + 1, nl + 3));
+        }
+        if rest.starts_with(b"\n") {
+            return Some((nl + 1, nl + 2));
+        }
+        i = nl + 1;
+    }
+    None
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn parse_head(head: &str) -> Result<Request, ParseError> {
+    let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let request_line = lines.next().unwrap_or("");
+    let parts: Vec<&str> = request_line.split(' ').collect();
+    let [method, target, version] = parts[..] else {
+        return bad(format!(
+            "request line {request_line:?} is not METHOD TARGET VERSION"
+        ));
+    };
+    if !is_token(method) {
+        return bad(format!("bad method {method:?}"));
+    }
+    if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return bad(format!("bad target {target:?} (want an origin-form path)"));
+    }
+    let http10 = match version {
+        "HTTP/1.1" => false,
+        "HTTP/1.0" => true,
+        _ => return bad(format!("unsupported version {version:?}")),
+    };
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            return bad("obsolete header line folding");
+        }
+        let Some((name, value)) = line.split_once(':') else {
+            return bad(format!("header line {line:?} has no colon"));
+        };
+        if !is_token(name) {
+            return bad(format!("bad header name {name:?}"));
+        }
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    let mut req = Request {
+        method: method.to_string(),
+        target: target.to_string(),
+        headers,
+        body: Vec::new(),
+        keep_alive: !http10,
+    };
+    if let Some(conn) = req.header("connection") {
+        let has = |t: &str| conn.split(',').any(|x| x.trim().eq_ignore_ascii_case(t));
+        if has("close") {
+            req.keep_alive = false;
+        } else if has("keep-alive") {
+            req.keep_alive = true;
+        }
+    }
+    Ok(req)
+}
+
+enum BodyKind {
+    None,
+    Length(usize),
+    Chunked,
+}
+
+fn body_kind(req: &Request) -> Result<BodyKind, ParseError> {
+    let te: Vec<&str> = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let cl: Vec<&str> = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if !te.is_empty() {
+        if !cl.is_empty() {
+            return bad("both Transfer-Encoding and Content-Length");
+        }
+        let codings = te.join(",");
+        let last = codings.rsplit(',').next().unwrap_or("").trim();
+        if !last.eq_ignore_ascii_case("chunked") {
+            return bad(format!("unsupported Transfer-Encoding {codings:?}"));
+        }
+        return Ok(BodyKind::Chunked);
+    }
+    let mut length = None;
+    for v in cl.iter().flat_map(|v| v.split(',')) {
+        let v = v.trim();
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return bad(format!("bad Content-Length {v:?}"));
+        }
+        let n: usize = v.parse().map_err(|_| ParseError::BodyTooLarge)?;
+        if length.is_some_and(|l| l != n) {
+            return bad("conflicting Content-Length values");
+        }
+        length = Some(n);
+    }
+    Ok(length.map_or(BodyKind::None, BodyKind::Length))
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+/// Writes a complete response with Content-Length; one write call, so a
+/// response is never split into several small TCP segments.
+pub fn write_response(
+    w: &mut impl Write,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    keep_alive: bool,
+    extra_headers: &[(&str, &str)],
+    head_only: bool,
+) -> io::Result<()> {
+    let mut out = Vec::with_capacity(160 + body.len());
+    write!(
+        out,
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+        status,
+        reason(status),
+        content_type,
+        body.len()
+    )?;
+    for (n, v) in extra_headers {
+        write!(out, "{n}: {v}\r\n")?;
+    }
+    if !keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+    w.write_all(&out)?;
+    w.flush()
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    /// An in-memory stream: reads from `input` in pieces of `step` bytes,
+    /// records writes.
+    pub struct Mock {
+        pub input: Cursor<Vec<u8>>,
+        pub output: Vec<u8>,
+        pub step: usize,
+    }
+
+    impl Read for Mock {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.step);
+            self.input.read(&mut buf[..n])
+        }
+    }
+
+    impl Write for Mock {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.output.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn conn(input: &str, step: usize) -> Conn<Mock> {
+        Conn::new(Mock {
+            input: Cursor::new(input.as_bytes().to_vec()),
+            output: Vec::new(),
+            step,
+        })
+    }
+
+    fn read(input: &str) -> Result<Request, ParseError> {
+        conn(input, 7).read_request(|| false)
+    }
+
+    #[test]
+    fn simple_get() {
+        let r = read("GET /work?iterations=5 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.path(), "/work");
+        assert_eq!(r.query(), "iterations=5");
+        assert_eq!(r.header("HOST"), Some("x"));
+        assert!(r.keep_alive);
+        assert!(r.body.is_empty());
+    }
+
+    #[test]
+    fn post_with_body_and_pipelining() {
+        let body = r#"{"iterations": 7}"#;
+        let input = format!(
+            "POST /work HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+            body.len(),
+            body
+        );
+        for step in [1, 3, 1000] {
+            let mut c = conn(&input, step);
+            let r = c.read_request(|| false).unwrap();
+            assert_eq!(r.body, body.as_bytes(), "step {step}");
+            let r2 = c.read_request(|| false).unwrap();
+            assert_eq!(r2.path(), "/healthz");
+            assert!(!r2.keep_alive);
+            assert!(matches!(c.read_request(|| false), Err(ParseError::Closed)));
+        }
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        assert!(!read("GET / HTTP/1.0\r\n\r\n").unwrap().keep_alive);
+        assert!(
+            read("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                .unwrap()
+                .keep_alive
+        );
+        assert!(
+            !read("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n")
+                .unwrap()
+                .keep_alive
+        );
+        assert!(read("GET / HTTP/1.1\n\n").unwrap().keep_alive);
+    }
+
+    #[test]
+    fn chunked_body() {
+        let r = read(
+            "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\n{\"it\r\n3\r\nera\r\n0\r\nX-T: 1\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.body, b"{\"itera");
+    }
+
+    #[test]
+    fn expect_continue_is_answered() {
+        let mut c = conn(
+            "POST /work HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+            100,
+        );
+        let r = c.read_request(|| false).unwrap();
+        assert_eq!(r.body, b"{}");
+        assert_eq!(c.stream().output, b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+
+    #[test]
+    fn malformed_requests() {
+        let cases = [
+            "GET /\r\n\r\n",
+            "GET  / HTTP/1.1\r\n\r\n",
+            "GET http://x/ HTTP/1.1\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
+            "G(T / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            "GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1, 2\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc",
+        ];
+        for input in cases {
+            match read(input) {
+                Err(ParseError::Bad(_)) => {}
+                other => panic!("{input:?}: want Bad, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn size_caps() {
+        let big = format!(
+            "GET / HTTP/1.1\r\nX: {}\r\n\r\n",
+            "a".repeat(MAX_HEADER_BYTES)
+        );
+        assert!(matches!(read(&big), Err(ParseError::HeadersTooLarge)));
+        let endless = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEADER_BYTES * 2));
+        assert!(matches!(read(&endless), Err(ParseError::HeadersTooLarge)));
+        let body = format!(
+            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            MAX_BODY_BYTES + 1
+        );
+        assert!(matches!(read(&body), Err(ParseError::BodyTooLarge)));
+        assert!(matches!(
+            read("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n"),
+            Err(ParseError::BodyTooLarge)
+        ));
+    }
+
+    #[test]
+    fn truncated_request_is_an_io_error_and_clean_close_is_closed() {
+        assert!(matches!(read("GET / HTTP/1.1\r\n"), Err(ParseError::Io)));
+        assert!(matches!(
+            read("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab"),
+            Err(ParseError::Io)
+        ));
+        assert!(matches!(read(""), Err(ParseError::Closed)));
+    }
+
+    #[test]
+    fn response_format() {
+        let mut out = Vec::new();
+        write_response(
+            &mut out,
+            503,
+            "text/plain",
+            b"full\n",
+            false,
+            &[("X-A", "1")],
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-A: 1\r\nConnection: close\r\n\r\nfull\n"
+        );
+    }
+}

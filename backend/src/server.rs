@@ -1,0 +1,480 @@
+//! The HTTP endpoints and the shared replica state: RIF, the capacity gate,
+//! the latency estimator and the counters.
+
+use crate::antagonist::capacity_at;
+use crate::config::{Config, Mode, ProbeFault, WorkFault};
+use crate::dist::Rng;
+use crate::estimator::Estimator;
+use crate::gate::{Denied, Gate};
+use crate::hash;
+use crate::http::{write_response, Conn, Request};
+use crate::json;
+use std::io::{ErrorKind, Read};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Default iterations of a /work request.
+pub const DEFAULT_ITERATIONS: u64 = 1000;
+/// Upper bound on iterations, so one request cannot pin a replica for days.
+pub const MAX_ITERATIONS: u64 = 1_000_000_000;
+/// How often waits (hang, probe timeout, idle reads) look at shutdown and
+/// at whether the client is still there.
+pub const POLL: Duration = Duration::from_millis(50);
+
+pub struct App {
+    pub cfg: Config,
+    gate: Gate,
+    /// Requests in flight: /work from arrival until its response is written.
+    rif: AtomicU64,
+    served: AtomicU64,
+    estimator: Mutex<Estimator>,
+    rng: Mutex<Rng>,
+    /// The monotonic clock's origin for latency samples and antagonists.
+    start: Instant,
+    shutdown: AtomicBool,
+    /// Open connections, for draining at shutdown.
+    conns: Mutex<usize>,
+    conns_cv: Condvar,
+}
+
+/// A response to write; `close` ends the connection after it.
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    pub extra: Vec<(&'static str, &'static str)>,
+}
+
+impl Response {
+    fn json(status: u16, body: String) -> Response {
+        Response {
+            status,
+            content_type: "application/json",
+            body: body.into_bytes(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn text(status: u16, body: &str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.as_bytes().to_vec(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn method_not_allowed(allow: &'static str) -> Response {
+        let mut r = Response::text(405, "method not allowed\n");
+        r.extra.push(("Allow", allow));
+        r
+    }
+}
+
+/// Decrements RIF when dropped, i.e. after the response has been written.
+pub struct RifToken<'a>(&'a AtomicU64);
+
+impl Drop for RifToken<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What a handler produced.
+pub enum Outcome<'a> {
+    Respond(Response, Option<RifToken<'a>>),
+    /// The client went away or the request must not be answered: close.
+    Close,
+}
+
+impl App {
+    pub fn new(cfg: Config) -> App {
+        let capacity = match cfg.mode {
+            Mode::Sleep => None,
+            _ => capacity_at(cfg.concurrency, &cfg.antagonists, Duration::ZERO),
+        };
+        App {
+            gate: Gate::new(capacity, cfg.queue_limit),
+            rif: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            estimator: Mutex::new(Estimator::new(cfg.latency_window.as_nanos() as u64)),
+            rng: Mutex::new(Rng::new(cfg.seed)),
+            start: Instant::now(),
+            shutdown: AtomicBool::new(false),
+            conns: Mutex::new(0),
+            conns_cv: Condvar::new(),
+            cfg,
+        }
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Applies the antagonist schedule every few milliseconds until shutdown.
+    /// Only started when there is a schedule (and not in sleep mode).
+    pub fn run_antagonists(&self) {
+        let mut last = self.gate.stats().capacity;
+        while !self.shutting_down() {
+            let cap = capacity_at(
+                self.cfg.concurrency,
+                &self.cfg.antagonists,
+                self.start.elapsed(),
+            );
+            if cap != last {
+                self.gate.set_capacity(cap);
+                last = cap;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Routes one request. `client_gone` reports whether the peer closed.
+    pub fn handle(&self, req: &Request, client_gone: &mut dyn FnMut() -> bool) -> Outcome<'_> {
+        let get = req.method == "GET" || req.method == "HEAD";
+        let resp = match req.path() {
+            "/work" => {
+                if get || req.method == "POST" {
+                    return self.work(req, client_gone);
+                }
+                Response::method_not_allowed("GET, POST")
+            }
+            "/prequal/probe" if get => return self.probe(client_gone),
+            "/healthz" | "/health" if get => Response::text(200, "ok"),
+            "/stats" if get => Response::json(200, self.stats_json()),
+            "/reset" if req.method == "POST" => {
+                self.estimator
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
+                self.served.store(0, Ordering::SeqCst);
+                self.gate.reset_counters();
+                Response::json(200, self.stats_json())
+            }
+            "/prequal/probe" | "/healthz" | "/health" | "/stats" => {
+                Response::method_not_allowed("GET, HEAD")
+            }
+            "/reset" => Response::method_not_allowed("POST"),
+            _ => Response::text(404, "not found\n"),
+        };
+        Outcome::Respond(resp, None)
+    }
+
+    pub fn stats_json(&self) -> String {
+        let g = self.gate.stats();
+        format!(
+            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{}}}",
+            self.rif.load(Ordering::SeqCst),
+            g.queued,
+            self.served.load(Ordering::SeqCst),
+            g.rejected,
+            g.max_queue,
+            g.capacity.unwrap_or(0)
+        )
+    }
+
+    fn probe(&self, client_gone: &mut dyn FnMut() -> bool) -> Outcome<'_> {
+        let resp = match self.cfg.probe_fault {
+            ProbeFault::Status500 => Response::json(500, "{\"error\":\"probe fault: 500\"}".into()),
+            ProbeFault::Malformed => Response {
+                status: 200,
+                content_type: "application/json",
+                body: b"this is not json".to_vec(),
+                extra: Vec::new(),
+            },
+            ProbeFault::Timeout => {
+                let until = Instant::now() + self.cfg.fault_timeout;
+                while Instant::now() < until {
+                    if client_gone() {
+                        return Outcome::Close;
+                    }
+                    if self.shutting_down() {
+                        break;
+                    }
+                    thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+                }
+                Response::json(200, self.probe_json(Duration::ZERO))
+            }
+            ProbeFault::StaleTimestamp => {
+                Response::json(200, self.probe_json(self.cfg.fault_stale_offset))
+            }
+            ProbeFault::None => Response::json(200, self.probe_json(Duration::ZERO)),
+        };
+        Outcome::Respond(resp, None)
+    }
+
+    fn probe_json(&self, clock_offset: Duration) -> String {
+        let rif = self.rif.load(Ordering::SeqCst);
+        let est = self
+            .estimator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .estimate(rif, self.now_ns());
+        let unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+            .saturating_sub(clock_offset.as_millis() as u64);
+        format!(
+            "{{\"rif\":{},\"latency_median_ms\":{},\"timestamp_ms\":{},\"samples\":{}}}",
+            rif,
+            est.median_ms.map_or("null".to_string(), json::ms),
+            unix_ms,
+            est.samples
+        )
+    }
+
+    fn iterations(req: &Request) -> Result<u64, String> {
+        let n = if req.method == "POST" && !req.body.iter().all(|b| b.is_ascii_whitespace()) {
+            json::parse_iterations(&req.body).map_err(|e| {
+                if e.starts_with("iterations") {
+                    e
+                } else {
+                    format!("body: {e} (want {{\"iterations\": n}})")
+                }
+            })?
+        } else {
+            let mut found = None;
+            for pair in req.query().split('&') {
+                if let Some(v) = pair.strip_prefix("iterations=") {
+                    found =
+                        Some(v.parse::<u64>().map_err(|_| {
+                            format!("iterations: {v:?} is not a non-negative integer")
+                        })?);
+                }
+            }
+            found
+        };
+        let n = n.unwrap_or(DEFAULT_ITERATIONS);
+        if n > MAX_ITERATIONS {
+            return Err(format!(
+                "iterations: {n} is above the limit {MAX_ITERATIONS}"
+            ));
+        }
+        Ok(n)
+    }
+
+    fn work(&self, req: &Request, client_gone: &mut dyn FnMut() -> bool) -> Outcome<'_> {
+        let iterations = match App::iterations(req) {
+            Ok(n) => n,
+            Err(e) => {
+                return Outcome::Respond(
+                    Response::json(400, format!("{{\"error\":{}}}", quote(&e))),
+                    None,
+                )
+            }
+        };
+        let arrival = Instant::now();
+        let rif_at_arrival = self.rif.fetch_add(1, Ordering::SeqCst);
+        let token = RifToken(&self.rif);
+
+        match self.cfg.work_fault {
+            WorkFault::None => {}
+            WorkFault::FailFast => {
+                // A broken replica still measures its own (tiny) latency,
+                // which is what makes it look attractive: the sinkhole case.
+                self.record(rif_at_arrival, arrival);
+                return Outcome::Respond(
+                    Response::json(500, "{\"error\":\"work fault: fail_fast\"}".into()),
+                    Some(token),
+                );
+            }
+            WorkFault::Hang => {
+                while !client_gone() && !self.shutting_down() {
+                    thread::sleep(POLL);
+                }
+                return Outcome::Close;
+            }
+        }
+
+        let permit = match self.gate.acquire(&mut *client_gone) {
+            Ok(p) => p,
+            Err(Denied::Overflow) => {
+                return Outcome::Respond(
+                    Response::json(503, "{\"error\":\"queue full\"}".into()),
+                    Some(token),
+                )
+            }
+            Err(Denied::Cancelled) => return Outcome::Close,
+        };
+        let started = Instant::now();
+        let queue = started - arrival;
+        let draw = |mean: f64| {
+            let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+            self.cfg.distribution.draw(mean, &mut rng)
+        };
+        match self.cfg.mode {
+            Mode::Io | Mode::Sleep => {
+                let mean_ns = self.cfg.service_time.as_nanos() as f64 * iterations as f64 / 1000.0
+                    * self.cfg.slow;
+                let ns = draw(mean_ns);
+                thread::sleep(Duration::from_nanos(ns.min(1e18) as u64));
+            }
+            Mode::Cpu => {
+                let mean = iterations as f64 * self.cfg.cpu_rounds as f64 * self.cfg.slow;
+                let rounds = draw(mean).round() as u64;
+                std::hint::black_box(hash::chain(rif_at_arrival ^ iterations, rounds));
+            }
+        }
+        let service = started.elapsed();
+        drop(permit);
+        self.record(rif_at_arrival, arrival);
+        self.served.fetch_add(1, Ordering::SeqCst);
+        let body = format!(
+            "{{\"duration_ms\":{},\"queue_ms\":{},\"rif_at_arrival\":{},\"iterations\":{}}}",
+            json::ms(service.as_secs_f64() * 1e3),
+            json::ms(queue.as_secs_f64() * 1e3),
+            rif_at_arrival,
+            iterations
+        );
+        Outcome::Respond(Response::json(200, body), Some(token))
+    }
+
+    fn record(&self, rif_at_arrival: u64, arrival: Instant) {
+        let mut est = self.estimator.lock().unwrap_or_else(|e| e.into_inner());
+        // Read the clock under the lock so samples enter in finish order.
+        let now = self.now_ns();
+        let latency_ms = arrival.elapsed().as_secs_f64() * 1e3;
+        est.record(rif_at_arrival, latency_ms, now);
+    }
+
+    /// Serves one connection until it closes, errors, or shutdown.
+    pub fn serve_conn(&self, stream: TcpStream) {
+        *self.conns.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(Some(POLL * 4));
+        let peek_stream = stream.try_clone().ok();
+        let mut client_gone = || peek_stream.as_ref().is_none_or(peer_closed);
+        let mut conn = Conn::new(stream);
+        loop {
+            let req = match conn.read_request(|| self.shutting_down()) {
+                Ok(r) => r,
+                Err(e) => {
+                    if let Some((status, msg)) = e.response() {
+                        let _ = write_response(
+                            conn.stream(),
+                            status,
+                            "text/plain; charset=utf-8",
+                            msg.as_bytes(),
+                            false,
+                            &[],
+                            false,
+                        );
+                    }
+                    // After a parse error the stream position is unknown: close,
+                    // but drain briefly first so that the peer reads our answer
+                    // instead of a reset caused by its unread bytes.
+                    if e.response().is_some() {
+                        linger_close(conn.stream());
+                    }
+                    break;
+                }
+            };
+            let outcome = if conn.has_buffered() {
+                // Pipelined bytes are waiting: the client is certainly there,
+                // and peeking would only see those bytes anyway.
+                self.handle(&req, &mut || false)
+            } else {
+                self.handle(&req, &mut client_gone)
+            };
+            let Outcome::Respond(resp, token) = outcome else {
+                break;
+            };
+            let keep = req.keep_alive && !self.shutting_down();
+            let extra: Vec<(&str, &str)> = resp.extra.clone();
+            let wrote = write_response(
+                conn.stream(),
+                resp.status,
+                resp.content_type,
+                &resp.body,
+                keep,
+                &extra,
+                req.method == "HEAD",
+            );
+            drop(token);
+            if wrote.is_err() || !keep {
+                break;
+            }
+        }
+        let mut n = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        self.conns_cv.notify_all();
+    }
+
+    /// Waits until every connection has finished, or the deadline passes.
+    pub fn wait_conns(&self, deadline: Duration) -> bool {
+        let end = Instant::now() + deadline;
+        let mut n = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        while *n > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            n = self
+                .conns_cv
+                .wait_timeout(n, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+/// Whether the peer has closed its side (EOF) or the socket failed.
+/// Bytes waiting to be read mean the client is still there.
+fn peer_closed(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    let gone = match s.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
+    };
+    let _ = s.set_nonblocking(false);
+    gone
+}
+
+/// Half-closes and discards input for a short while (bounded in bytes and time).
+fn linger_close(s: &mut TcpStream) {
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+    let end = Instant::now() + Duration::from_secs(1);
+    let mut buf = [0u8; 8192];
+    let mut total = 0usize;
+    while Instant::now() < end && total < 4 << 20 {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => total += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// A JSON string literal.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,693 @@
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/reports/stats"
+)
+
+// Num is a float64 that encodes NaN and ±Inf as JSON null.
+type Num float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
+}
+
+var _ json.Marshaler = Num(0)
+
+// metric is one per-run number the report summarises.
+type metric struct {
+	Key, Label, Unit string
+	// LowerBetter is true for latencies and the error rate.
+	LowerBetter bool
+	// Latency marks p50/p90/p99/p99.9.
+	Latency bool
+	get     func(runMetrics) float64
+}
+
+// runMetrics are the headline numbers of one run.
+type runMetrics struct {
+	P50, P90, P99, P999, Throughput, ErrorRate float64
+}
+
+var metrics = []metric{
+	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }},
+	{"p90_ms", "p90", "ms", true, true, func(m runMetrics) float64 { return m.P90 }},
+	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }},
+	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }},
+	{"throughput_rps", "throughput", "req/s", false, false, func(m runMetrics) float64 { return m.Throughput }},
+	{"error_rate", "error rate", "fraction", true, false, func(m runMetrics) float64 { return m.ErrorRate }},
+}
+
+func metricByKey(key string) metric {
+	for _, m := range metrics {
+		if m.Key == key {
+			return m
+		}
+	}
+	panic("reports: unknown metric " + key)
+}
+
+// measure computes a run's headline numbers from its histogram and run.json.
+func measure(r *runData) runMetrics {
+	ms := func(q float64) float64 { return artifacts.Millis(r.Hist.ValueAtQuantile(q)) }
+	m := runMetrics{P50: ms(50), P90: ms(90), P99: ms(99), P999: ms(99.9), Throughput: r.Run.Load.AchievedRate}
+	if r.Run.Load.Sent > 0 {
+		m.ErrorRate = float64(r.Run.Load.Errors) / float64(r.Run.Load.Sent)
+	}
+	return m
+}
+
+// Analysis is the aggregated content of a report, printed by -o json.
+type Analysis struct {
+	Campaign    CampaignInfo      `json:"campaign"`
+	Algorithms  []AlgorithmResult `json:"algorithms"`
+	Comparisons []Comparison      `json:"comparisons"`
+	Shares      []ShareResult     `json:"shares"`
+	Health      []HealthResult    `json:"health"`
+	Warnings    []string          `json:"warnings"`
+	Runs        []RunRow          `json:"runs"`
+}
+
+// CampaignInfo identifies the campaign and the statistics settings.
+type CampaignInfo struct {
+	ID         string   `json:"id"`
+	Scenario   string   `json:"scenario"`
+	Reference  string   `json:"reference"`
+	Algorithms []string `json:"algorithms"`
+	Reps       int      `json:"reps"`
+	Seed       uint64   `json:"seed"`
+	Confidence float64  `json:"confidence"`
+	Alpha      float64  `json:"alpha"`
+	Resamples  int      `json:"bootstrap_resamples"`
+}
+
+// AlgorithmResult summarises one algorithm's successful runs.
+type AlgorithmResult struct {
+	Algorithm string         `json:"algorithm"`
+	Runs      int            `json:"runs"`
+	Failed    int            `json:"failed"`
+	Metrics   []MetricResult `json:"metrics"`
+}
+
+// MetricResult is a median across runs with its confidence interval.
+type MetricResult struct {
+	Metric string `json:"metric"`
+	Unit   string `json:"unit"`
+	N      int    `json:"n"`
+	Median Num    `json:"median"`
+	Lo     Num    `json:"lo"`
+	Hi     Num    `json:"hi"`
+	// Range is true when Lo–Hi is the min–max range (too few runs for a
+	// finite confidence interval).
+	Range    bool  `json:"range"`
+	Coverage Num   `json:"coverage"`
+	Values   []Num `json:"values"`
+}
+
+// Comparison is one algorithm against the reference on one metric.
+type Comparison struct {
+	Algorithm string `json:"algorithm"`
+	Reference string `json:"reference"`
+	Metric    string `json:"metric"`
+	// Ratio is median(reference) / median(algorithm), Lo–Hi its bootstrap CI.
+	Ratio Num `json:"ratio"`
+	Lo    Num `json:"lo"`
+	Hi    Num `json:"hi"`
+	P     Num `json:"p"`
+	// Exact is true when P is from the exact U distribution.
+	Exact       bool   `json:"exact"`
+	Significant bool   `json:"significant"`
+	Verdict     string `json:"verdict"`
+}
+
+// ShareResult is one algorithm's selection shares by backend group.
+type ShareResult struct {
+	Algorithm string         `json:"algorithm"`
+	Runs      int            `json:"runs"`
+	Groups    []GroupShare   `json:"groups"`
+	Backends  []BackendShare `json:"backends"`
+}
+
+// GroupShare is a backend group's share of picks and the spread inside it;
+// every number is the median across runs, ShareMin–ShareMax the range.
+type GroupShare struct {
+	Group    string `json:"group"`
+	Replicas int    `json:"replicas"`
+	Share    Num    `json:"share"`
+	ShareMin Num    `json:"share_min"`
+	ShareMax Num    `json:"share_max"`
+	// MaxMin is the largest over the smallest per-replica pick count (Inf
+	// when a replica got none); CV the coefficient of variation of picks.
+	MaxMin Num `json:"max_over_min"`
+	CV     Num `json:"cv"`
+}
+
+// BackendShare is one backend's share of picks (median across runs).
+type BackendShare struct {
+	Address string `json:"address"`
+	Group   string `json:"group"`
+	Share   Num    `json:"share"`
+	Picks   uint64 `json:"picks_total"`
+}
+
+// HealthResult sums an algorithm's policy counters over its runs.
+type HealthResult struct {
+	Algorithm      string    `json:"algorithm"`
+	Runs           int       `json:"runs"`
+	Requests       uint64    `json:"requests"`
+	NoEndpoint     uint64    `json:"no_endpoint"`
+	UpstreamErrors uint64    `json:"upstream_errors"`
+	Picks          uint64    `json:"picks"`
+	Fallbacks      uint64    `json:"fallbacks"`
+	HotPicks       uint64    `json:"hot_picks"`
+	ColdPicks      uint64    `json:"cold_picks"`
+	ProbesPlanned  uint64    `json:"probes_planned"`
+	ProbeOutcomes  []Counter `json:"probe_outcomes"`
+	PoolRemovals   []Counter `json:"pool_removals"`
+	// PoolSize is the median across runs of the pool size at the end of the
+	// window, summed over routes and averaged over ingress replicas.
+	PoolSize Num `json:"pool_size"`
+	// ProbeQueueDepth is the largest queue depth seen at the end of a window.
+	ProbeQueueDepth int `json:"probe_queue_depth_max"`
+}
+
+// Counter is one named count.
+type Counter struct {
+	Name  string `json:"name"`
+	Count uint64 `json:"count"`
+}
+
+// RunRow is one line of the per-run appendix.
+type RunRow struct {
+	Index         int     `json:"index"`
+	Rep           int     `json:"rep"`
+	Algorithm     string  `json:"algorithm"`
+	Dir           string  `json:"dir"`
+	Status        string  `json:"status"`
+	Error         string  `json:"error,omitempty"`
+	ResetVerified bool    `json:"reset_verified"`
+	P50           Num     `json:"p50_ms"`
+	P90           Num     `json:"p90_ms"`
+	P99           Num     `json:"p99_ms"`
+	P999          Num     `json:"p999_ms"`
+	Throughput    Num     `json:"throughput_rps"`
+	TargetRate    float64 `json:"target_rate"`
+	Sent          uint64  `json:"sent"`
+	Errors        uint64  `json:"errors"`
+	LateSends     uint64  `json:"late_sends"`
+	ErrorRate     Num     `json:"error_rate"`
+}
+
+// analyze turns a dataset into the report's numbers. It is a pure function
+// of the dataset and the options.
+func analyze(ds *dataset, o Options) *Analysis {
+	c := &ds.Campaign
+	a := &Analysis{
+		Campaign: CampaignInfo{
+			ID: c.ID, Scenario: c.Scenario, Reference: o.reference(c), Algorithms: algorithms(ds),
+			Reps: c.Reps, Seed: c.Seed, Confidence: o.Confidence, Alpha: o.Alpha, Resamples: o.Resamples,
+		},
+		Comparisons: []Comparison{}, Shares: []ShareResult{}, Health: []HealthResult{},
+		Warnings: slices.Clone(ds.Warnings),
+	}
+	if a.Warnings == nil {
+		a.Warnings = []string{}
+	}
+	if c.Finished.IsZero() {
+		a.Warnings = append(a.Warnings, "the campaign has no finish time: it is unfinished or was interrupted")
+	}
+	byAlg := map[string][]*runData{}
+	perRun := map[*runData]runMetrics{}
+	for _, r := range ds.Runs {
+		a.Warnings = append(a.Warnings, runWarnings(r)...)
+		row := RunRow{
+			Index: r.Run.Index, Rep: r.Run.Rep, Algorithm: r.Run.Algorithm, Dir: r.Dir, Status: r.Run.Status,
+			Error: r.Run.Error, ResetVerified: r.Run.ResetVerified, TargetRate: r.Run.Load.TargetRate,
+			Sent: r.Run.Load.Sent, Errors: r.Run.Load.Errors, LateSends: r.Run.Load.LateSends,
+		}
+		nan := Num(math.NaN())
+		row.P50, row.P90, row.P99, row.P999, row.Throughput, row.ErrorRate = nan, nan, nan, nan, nan, nan
+		if r.ok() {
+			m := measure(r)
+			perRun[r] = m
+			byAlg[r.Run.Algorithm] = append(byAlg[r.Run.Algorithm], r)
+			row.P50, row.P90, row.P99, row.P999 = Num(m.P50), Num(m.P90), Num(m.P99), Num(m.P999)
+			row.Throughput, row.ErrorRate = Num(m.Throughput), Num(m.ErrorRate)
+		}
+		a.Runs = append(a.Runs, row)
+	}
+	if a.Runs == nil {
+		a.Runs = []RunRow{}
+	}
+	values := func(alg string, m metric) []float64 {
+		var xs []float64
+		for _, r := range byAlg[alg] {
+			xs = append(xs, m.get(perRun[r]))
+		}
+		return xs
+	}
+	minCI := stats.MinSamplesForCI(o.Confidence)
+	for _, alg := range a.Campaign.Algorithms {
+		res := AlgorithmResult{Algorithm: alg, Runs: len(byAlg[alg])}
+		for _, r := range ds.Runs {
+			if r.Run.Algorithm == alg && !r.ok() {
+				res.Failed++
+			}
+		}
+		for _, m := range metrics {
+			xs := values(alg, m)
+			s := stats.Summarize(xs, o.Confidence)
+			mr := MetricResult{Metric: m.Key, Unit: m.Unit, N: s.N, Median: Num(s.Median), Lo: Num(s.Lo), Hi: Num(s.Hi),
+				Range: s.Range, Coverage: Num(s.Coverage), Values: []Num{}}
+			for _, x := range xs {
+				mr.Values = append(mr.Values, Num(x))
+			}
+			res.Metrics = append(res.Metrics, mr)
+		}
+		a.Algorithms = append(a.Algorithms, res)
+		switch n := len(byAlg[alg]); {
+		case n == 0:
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has no successful run: no statistics for it", alg))
+		case n < 4:
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d successful reps: with fewer than 4 per side no comparison can reach p < %.2g", alg, n, o.Alpha))
+		case n < minCI:
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d successful reps: a finite %.0f%% confidence interval of the median needs %d, so its cells show the min–max range", alg, n, o.Confidence*100, minCI))
+		}
+	}
+	ref := a.Campaign.Reference
+	if _, ok := byAlg[ref]; ok || slices.Contains(a.Campaign.Algorithms, ref) {
+		for _, alg := range a.Campaign.Algorithms {
+			if alg == ref {
+				continue
+			}
+			for _, m := range metrics {
+				a.Comparisons = append(a.Comparisons, compare(ref, alg, m, values(ref, m), values(alg, m), c.Seed, o))
+			}
+		}
+	} else {
+		a.Warnings = append(a.Warnings, fmt.Sprintf("reference algorithm %q did not run in this campaign: no comparisons", ref))
+	}
+	groups := groupOf(c)
+	for _, alg := range a.Campaign.Algorithms {
+		sh, h, warns := selection(alg, byAlg[alg], groups, c)
+		a.Warnings = append(a.Warnings, warns...)
+		if sh != nil {
+			a.Shares = append(a.Shares, *sh)
+			a.Health = append(a.Health, *h)
+		}
+	}
+	return a
+}
+
+// algorithms lists the campaign's algorithms, then any that ran but are
+// not listed, in order of first run.
+func algorithms(ds *dataset) []string {
+	algs := slices.Clone(ds.Campaign.Algorithms)
+	for _, r := range ds.Runs {
+		if !slices.Contains(algs, r.Run.Algorithm) {
+			algs = append(algs, r.Run.Algorithm)
+		}
+	}
+	return algs
+}
+
+// compare tests ref against alg on one metric.
+func compare(ref, alg string, m metric, rv, av []float64, seed uint64, o Options) Comparison {
+	h := fnv.New64a()
+	h.Write([]byte(ref + "\x00" + alg + "\x00" + m.Key))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	b := stats.BootstrapRatio(rv, av, o.Resamples, o.Confidence, rng)
+	u := stats.MannWhitneyU(rv, av, o.Alpha)
+	cmp := Comparison{Algorithm: alg, Reference: ref, Metric: m.Key, Ratio: Num(b.Ratio), Lo: Num(b.Lo), Hi: Num(b.Hi),
+		P: Num(u.P), Exact: u.Exact}
+	cmp.Significant = !math.IsNaN(u.P) && u.P < o.Alpha
+	cmp.Verdict = verdict(cmp, m, rv, av, u, o)
+	return cmp
+}
+
+// verdict is the sentence the markdown prints for a comparison.
+func verdict(c Comparison, m metric, rv, av []float64, u stats.UTest, o Options) string {
+	nr, na := len(rv), len(av)
+	if nr == 0 || na == 0 {
+		return fmt.Sprintf("%s %s vs %s: no data (%d vs %d successful runs)", c.Reference, m.Label, c.Algorithm, nr, na)
+	}
+	if m.Key == "error_rate" && c.Ratio == 1 && c.Lo == 1 && c.Hi == 1 {
+		return fmt.Sprintf("%s and %s had the same error rate in every run", c.Reference, c.Algorithm)
+	}
+	head := fmt.Sprintf("%s %s is %s %s's", c.Reference, m.Label, fmtRatio(float64(c.Ratio)), c.Algorithm)
+	if rm, am := stats.Median(rv), stats.Median(av); m.Key == "error_rate" && (rm == 0 || am == 0) {
+		// A ratio against zero says nothing; show the two rates.
+		head = fmt.Sprintf("%s error rate is %s against %s's %s", c.Reference, fmtPct(rm), c.Algorithm, fmtPct(am))
+	} else if !math.IsNaN(float64(c.Lo)) {
+		head += fmt.Sprintf(" [%s–%s]", fmtRatio(float64(c.Lo)), fmtRatio(float64(c.Hi)))
+	}
+	p := fmtP(float64(c.P))
+	if !c.Significant {
+		if u.MinP >= o.Alpha {
+			return fmt.Sprintf("%s, not significant (p = %s; %d vs %d runs cannot reach p < %.2g)", head, p, nr, na, o.Alpha)
+		}
+		return fmt.Sprintf("%s, not significant (p = %s)", head, p)
+	}
+	better := c.Reference
+	if (float64(c.Ratio) > 1) == m.LowerBetter {
+		better = c.Algorithm
+	}
+	return fmt.Sprintf("%s, p = %s (significant: %s better)", head, p, better)
+}
+
+// groupOf maps backend address to group.
+func groupOf(c *artifacts.Campaign) map[string]string {
+	g := map[string]string{}
+	for _, b := range c.Backends {
+		g[b.Address] = b.Group
+	}
+	return g
+}
+
+// groupOrder lists groups in the order of the campaign's backend list, with
+// "unknown" last.
+func groupOrder(c *artifacts.Campaign, seen map[string]bool) []string {
+	var out []string
+	for _, b := range c.Backends {
+		if seen[b.Group] && !slices.Contains(out, b.Group) {
+			out = append(out, b.Group)
+		}
+	}
+	var rest []string
+	for g := range seen {
+		if !slices.Contains(out, g) {
+			rest = append(rest, g)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
+const unknownGroup = "unknown"
+
+// windowDelta is the difference of the counters across one run's window,
+// summed over ingress replicas and routes.
+type windowDelta struct {
+	picks                        map[string]uint64 // per endpoint
+	requests, noEndpoint, upErrs uint64
+	total, fallbacks, hot, cold  uint64
+	planned                      uint64
+	outcomes, removals           map[string]uint64
+	poolSize                     float64
+	queueDepth                   int
+	counterReset                 bool
+}
+
+func sub(after, before uint64, reset *bool) uint64 {
+	if after < before {
+		*reset = true
+		return after
+	}
+	return after - before
+}
+
+// delta computes a run's window counters from its snapshots.
+func delta(before, after []adminapi.State) windowDelta {
+	d := windowDelta{picks: map[string]uint64{}, outcomes: map[string]uint64{}, removals: map[string]uint64{}}
+	var pool float64
+	for i, st := range after {
+		var prev adminapi.State
+		if i < len(before) {
+			prev = before[i]
+		}
+		prevRoutes := map[string]adminapi.RouteState{}
+		for _, r := range prev.Routes {
+			prevRoutes[r.Key] = r
+		}
+		for _, r := range st.Routes {
+			p := prevRoutes[r.Key]
+			d.requests += sub(r.Requests, p.Requests, &d.counterReset)
+			d.noEndpoint += sub(r.NoEndpoint, p.NoEndpoint, &d.counterReset)
+			d.upErrs += sub(r.UpstreamErrors, p.UpstreamErrors, &d.counterReset)
+			ps, as := p.Policy, r.Policy
+			d.total += sub(as.Picks, ps.Picks, &d.counterReset)
+			d.fallbacks += sub(as.Fallbacks, ps.Fallbacks, &d.counterReset)
+			d.hot += sub(as.HotPicks, ps.HotPicks, &d.counterReset)
+			d.cold += sub(as.ColdPicks, ps.ColdPicks, &d.counterReset)
+			d.planned += sub(as.ProbesPlanned, ps.ProbesPlanned, &d.counterReset)
+			for k, v := range as.ProbeOutcomes {
+				d.outcomes[string(k)] += sub(v, ps.ProbeOutcomes[k], &d.counterReset)
+			}
+			for k, v := range as.PoolRemovals {
+				d.removals[k] += sub(v, ps.PoolRemovals[k], &d.counterReset)
+			}
+			prevEP := map[string]uint64{}
+			for _, e := range ps.Endpoints {
+				prevEP[e.Address] += e.Picks
+			}
+			for _, e := range as.Endpoints {
+				d.picks[e.Address] += sub(e.Picks, prevEP[e.Address], &d.counterReset)
+			}
+			pool += float64(as.PoolSize)
+		}
+		d.queueDepth = max(d.queueDepth, st.ProbeQueueDepth)
+	}
+	if len(after) > 0 {
+		d.poolSize = pool / float64(len(after))
+	}
+	return d
+}
+
+// selection computes shares and health for one algorithm's runs.
+func selection(alg string, runs []*runData, groups map[string]string, c *artifacts.Campaign) (*ShareResult, *HealthResult, []string) {
+	var warns []string
+	sh := &ShareResult{Algorithm: alg, Groups: []GroupShare{}, Backends: []BackendShare{}}
+	h := &HealthResult{Algorithm: alg, ProbeOutcomes: []Counter{}, PoolRemovals: []Counter{}}
+	outcomes, removals := map[string]uint64{}, map[string]uint64{}
+	type groupRun struct{ share, maxMin, cv float64 }
+	perGroup := map[string][]groupRun{}
+	backendShares := map[string][]float64{}
+	backendPicks := map[string]uint64{}
+	replicas := map[string]map[string]bool{}
+	var pools []float64
+	for _, b := range c.Backends {
+		if replicas[b.Group] == nil {
+			replicas[b.Group] = map[string]bool{}
+		}
+		replicas[b.Group][b.Address] = true
+	}
+	for _, r := range runs {
+		if r.Before == nil || r.After == nil {
+			warns = append(warns, fmt.Sprintf("run %s has no ingress state snapshots: its selection shares and probe counters are missing", r.Dir))
+			continue
+		}
+		d := delta(r.Before, r.After)
+		if d.counterReset {
+			warns = append(warns, fmt.Sprintf("run %s: an ingress counter went backwards inside the window (reset or restart): its counts are partial", r.Dir))
+		}
+		sh.Runs++
+		h.Runs++
+		h.Requests += d.requests
+		h.NoEndpoint += d.noEndpoint
+		h.UpstreamErrors += d.upErrs
+		h.Picks += d.total
+		h.Fallbacks += d.fallbacks
+		h.HotPicks += d.hot
+		h.ColdPicks += d.cold
+		h.ProbesPlanned += d.planned
+		for k, v := range d.outcomes {
+			outcomes[k] += v
+		}
+		for k, v := range d.removals {
+			removals[k] += v
+		}
+		pools = append(pools, d.poolSize)
+		h.ProbeQueueDepth = max(h.ProbeQueueDepth, d.queueDepth)
+
+		var total uint64
+		byGroup := map[string][]float64{}
+		for addr, n := range d.picks {
+			total += n
+			if _, ok := groups[addr]; !ok {
+				if replicas[unknownGroup] == nil {
+					replicas[unknownGroup] = map[string]bool{}
+				}
+				replicas[unknownGroup][addr] = true
+			}
+		}
+		// Every known replica counts, including those never picked.
+		for g, addrs := range replicas {
+			for addr := range addrs {
+				byGroup[g] = append(byGroup[g], float64(d.picks[addr]))
+			}
+		}
+		for addr, n := range d.picks {
+			backendPicks[addr] += n
+		}
+		if total == 0 {
+			warns = append(warns, fmt.Sprintf("run %s: no picks recorded between the snapshots", r.Dir))
+			continue
+		}
+		for addr := range allAddresses(replicas) {
+			backendShares[addr] = append(backendShares[addr], float64(d.picks[addr])/float64(total))
+		}
+		for g, xs := range byGroup {
+			slices.Sort(xs)
+			var sum float64
+			for _, x := range xs {
+				sum += x
+			}
+			mm := math.Inf(1)
+			if xs[0] > 0 {
+				mm = xs[len(xs)-1] / xs[0]
+			} else if xs[len(xs)-1] == 0 {
+				mm = math.NaN()
+			}
+			perGroup[g] = append(perGroup[g], groupRun{share: sum / float64(total), maxMin: mm, cv: stats.CV(xs)})
+		}
+	}
+	if h.Runs == 0 {
+		return nil, nil, warns
+	}
+	seen := map[string]bool{}
+	for g := range replicas {
+		seen[g] = true
+	}
+	for _, g := range groupOrder(c, seen) {
+		grs := perGroup[g]
+		var shares, mms, cvs []float64
+		for _, gr := range grs {
+			shares = append(shares, gr.share)
+			if !math.IsNaN(gr.maxMin) {
+				mms = append(mms, gr.maxMin)
+			}
+			if !math.IsNaN(gr.cv) {
+				cvs = append(cvs, gr.cv)
+			}
+		}
+		lo, hi := stats.MinMax(shares)
+		sh.Groups = append(sh.Groups, GroupShare{Group: g, Replicas: len(replicas[g]), Share: Num(stats.Median(shares)),
+			ShareMin: Num(lo), ShareMax: Num(hi), MaxMin: Num(stats.Median(mms)), CV: Num(stats.Median(cvs))})
+	}
+	addrs := sortedKeys(allAddresses(replicas))
+	slices.SortStableFunc(addrs, func(x, y string) int {
+		return slices.Index(groupOrder(c, seen), groupName(groups, x)) - slices.Index(groupOrder(c, seen), groupName(groups, y))
+	})
+	for _, addr := range addrs {
+		sh.Backends = append(sh.Backends, BackendShare{Address: addr, Group: groupName(groups, addr),
+			Share: Num(stats.Median(backendShares[addr])), Picks: backendPicks[addr]})
+	}
+	for _, o := range loadbalancer.ProbeOutcomes {
+		h.ProbeOutcomes = append(h.ProbeOutcomes, Counter{string(o), outcomes[string(o)]})
+		delete(outcomes, string(o))
+	}
+	for _, k := range sortedKeys(outcomes) {
+		h.ProbeOutcomes = append(h.ProbeOutcomes, Counter{k, outcomes[k]})
+	}
+	for _, k := range sortedKeys(removals) {
+		h.PoolRemovals = append(h.PoolRemovals, Counter{k, removals[k]})
+	}
+	h.PoolSize = Num(stats.Median(pools))
+	return sh, h, warns
+}
+
+func groupName(groups map[string]string, addr string) string {
+	if g, ok := groups[addr]; ok {
+		return g
+	}
+	return unknownGroup
+}
+
+func allAddresses(replicas map[string]map[string]bool) map[string]bool {
+	all := map[string]bool{}
+	for _, addrs := range replicas {
+		for a := range addrs {
+			all[a] = true
+		}
+	}
+	return all
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// runWarnings lists what a careful reader must know about one run.
+func runWarnings(r *runData) []string {
+	var w []string
+	id := r.Dir
+	if !r.ok() {
+		msg := r.Run.Error
+		if msg == "" {
+			msg = "no error recorded"
+		}
+		return append(w, fmt.Sprintf("run %s failed and is excluded from the statistics: %s", id, msg))
+	}
+	if !r.Run.ResetVerified {
+		detail := ""
+		if r.Run.ResetDetail != "" {
+			detail = ": " + r.Run.ResetDetail
+		}
+		w = append(w, fmt.Sprintf("run %s: the reset before it was not verified%s", id, detail))
+	}
+	l := r.Run.Load
+	if l.TargetRate > 0 && l.AchievedRate < 0.99*l.TargetRate {
+		w = append(w, fmt.Sprintf("run %s achieved %.1f req/s of a %.1f req/s target (%.1f%%, under 99%%)", id, l.AchievedRate, l.TargetRate, 100*l.AchievedRate/l.TargetRate))
+	}
+	if l.LateSends > 0 && l.Sent > 0 && float64(l.LateSends) >= 0.001*float64(l.Sent) {
+		w = append(w, fmt.Sprintf("run %s: %d of %d sends (%.2f%%) left more than 1 ms late: the load generator could not keep the schedule", id, l.LateSends, l.Sent, 100*float64(l.LateSends)/float64(l.Sent)))
+	}
+	if l.Errors > 0 {
+		w = append(w, fmt.Sprintf("run %s had %d errors of %d requests (%.2f%%)%s", id, l.Errors, l.Sent, 100*float64(l.Errors)/math.Max(1, float64(l.Sent)), statusSummary(l.StatusCodes)))
+	}
+	if r.Series == nil {
+		w = append(w, fmt.Sprintf("run %s has no %s: it is missing from the p99-over-time plot", id, artifacts.TimeseriesFile))
+	}
+	return w
+}
+
+// statusSummary lists non-200 status codes in a stable order.
+func statusSummary(codes map[string]uint64) string {
+	var parts []string
+	for _, k := range sortedKeys(codes) {
+		if k == "200" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s×%d", k, codes[k]))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := " — status "
+	for i, p := range parts {
+		if i > 0 {
+			s += ", "
+		}
+		s += p
+	}
+	return s
+}
+
+// fmtDuration prints a duration without float noise.
+func fmtDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	return d.String()
+}

@@ -1,0 +1,241 @@
+package reports
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+)
+
+// dataset is everything read from one campaign directory.
+type dataset struct {
+	Dir      string
+	Campaign artifacts.Campaign
+	// Runs in plan order (by Index); planned runs without run.json are
+	// left out and warned about.
+	Runs     []*runData
+	Warnings []string
+}
+
+// runData is one run's artifacts.
+type runData struct {
+	Run  artifacts.Run
+	Dir  string // relative to the campaign directory
+	Hist *hdrhistogram.Histogram
+	// Series is nil when timeseries.csv is missing.
+	Series []point
+	// Before and After are nil when the snapshots are missing.
+	Before, After []adminapi.State
+}
+
+func (r *runData) ok() bool { return r.Run.Status == artifacts.StatusOK }
+
+// point is one row of timeseries.csv.
+type point struct {
+	Second                      int
+	Sent, Completed, Errs, Late uint64
+	P50, P99                    float64
+}
+
+// errBadInput marks errors in the campaign directory itself (missing or
+// malformed campaign.json, an unreadable run), as opposed to a report that
+// differs or regresses.
+var errBadInput = errors.New("bad input")
+
+func badInput(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errBadInput}, a...)...)
+}
+
+// IsBadInput reports whether err comes from unusable artifacts or arguments
+// (the CLI maps it to exit code 2).
+func IsBadInput(err error) bool { return errors.Is(err, errBadInput) }
+
+// load reads a campaign directory.
+func load(dir string) (*dataset, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, badInput("reports: campaign directory %s: %v", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, badInput("reports: %s is not a directory (want a campaign directory holding %s)", dir, artifacts.CampaignFile)
+	}
+	ds := &dataset{Dir: dir}
+	if err := readJSONStrict(filepath.Join(dir, artifacts.CampaignFile), &ds.Campaign); err != nil {
+		return nil, err
+	}
+	c := &ds.Campaign
+	if c.Scenario == "" {
+		return nil, badInput("reports: %s: field scenario is empty, want the scenario name", filepath.Join(dir, artifacts.CampaignFile))
+	}
+	if len(c.Algorithms) == 0 {
+		return nil, badInput("reports: %s: field algorithms is empty, want at least one algorithm", filepath.Join(dir, artifacts.CampaignFile))
+	}
+	plan := slices.Clone(c.Plan)
+	slices.SortStableFunc(plan, func(a, b artifacts.PlannedRun) int { return a.Index - b.Index })
+	inPlan := map[string]bool{}
+	for _, p := range plan {
+		inPlan[filepath.Clean(p.Dir)] = true
+		rd, err := loadRun(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		if rd == nil {
+			ds.Warnings = append(ds.Warnings, fmt.Sprintf("planned run %s has no %s (campaign unfinished or interrupted)", p.Dir, artifacts.RunFile))
+			continue
+		}
+		ds.Runs = append(ds.Runs, rd)
+	}
+	// Run directories outside the plan are reported, not silently used.
+	entries, err := os.ReadDir(filepath.Join(dir, artifacts.RunsDir))
+	if err == nil {
+		for _, e := range entries {
+			rel := filepath.Join(artifacts.RunsDir, e.Name())
+			if e.IsDir() && !inPlan[rel] {
+				ds.Warnings = append(ds.Warnings, fmt.Sprintf("run directory %s is not in the campaign plan and was ignored", rel))
+			}
+		}
+	}
+	return ds, nil
+}
+
+// loadRun reads one planned run; it returns nil, nil when run.json is absent.
+func loadRun(dir string, p artifacts.PlannedRun) (*runData, error) {
+	rel := filepath.Clean(p.Dir)
+	if rel == "." || rel == "" || filepath.IsAbs(rel) || strings.HasPrefix(rel, "..") {
+		return nil, badInput("reports: plan entry %d: field dir %q, want a path inside the campaign directory", p.Index, p.Dir)
+	}
+	runDir := filepath.Join(dir, rel)
+	runPath := filepath.Join(runDir, artifacts.RunFile)
+	if _, err := os.Stat(runPath); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	rd := &runData{Dir: filepath.ToSlash(rel)}
+	if err := readJSONStrict(runPath, &rd.Run); err != nil {
+		return nil, err
+	}
+	if rd.Run.Algorithm == "" {
+		rd.Run.PlannedRun = p
+	}
+	if rd.Run.Status != artifacts.StatusOK && rd.Run.Status != artifacts.StatusFailed {
+		return nil, badInput("reports: %s: field status %q, want %q or %q", runPath, rd.Run.Status, artifacts.StatusOK, artifacts.StatusFailed)
+	}
+	if !rd.ok() {
+		return rd, nil
+	}
+	histPath := filepath.Join(runDir, artifacts.HistogramFile)
+	b, err := os.ReadFile(histPath)
+	if err != nil {
+		return nil, badInput("reports: run %s: %v", rd.Dir, err)
+	}
+	h, err := artifacts.DecodeHistogram(bytes.TrimSpace(b))
+	if err != nil {
+		return nil, badInput("reports: %s: %v", histPath, err)
+	}
+	rd.Hist = h
+	if rd.Series, err = readSeries(filepath.Join(runDir, artifacts.TimeseriesFile)); err != nil {
+		return nil, err
+	}
+	if rd.Before, err = readStates(filepath.Join(runDir, artifacts.StateBefore)); err != nil {
+		return nil, err
+	}
+	if rd.After, err = readStates(filepath.Join(runDir, artifacts.StateAfter)); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// readJSONStrict decodes path into v, rejecting unknown trailing data.
+func readJSONStrict(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return badInput("reports: %v", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return badInput("reports: %s: %v", path, err)
+	}
+	return nil
+}
+
+// readStates reads a state snapshot; a missing file gives nil.
+func readStates(path string) ([]adminapi.State, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var s []adminapi.State
+	if err := readJSONStrict(path, &s); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		s = []adminapi.State{}
+	}
+	return s, nil
+}
+
+// readSeries parses timeseries.csv; a missing file gives nil.
+func readSeries(path string) ([]point, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, badInput("reports: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	line := 0
+	pts := []point{}
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if line == 1 {
+			if text != artifacts.TimeseriesHeader {
+				return nil, badInput("reports: %s:1: header %q, want %q", path, text, artifacts.TimeseriesHeader)
+			}
+			continue
+		}
+		if text == "" {
+			continue
+		}
+		fields := strings.Split(text, ",")
+		if len(fields) != 7 {
+			return nil, badInput("reports: %s:%d: %d fields, want 7 (%s)", path, line, len(fields), artifacts.TimeseriesHeader)
+		}
+		var p point
+		var errs []error
+		atoi := func(s string) uint64 {
+			v, err := strconv.ParseUint(s, 10, 64)
+			errs = append(errs, err)
+			return v
+		}
+		atof := func(s string) float64 {
+			v, err := strconv.ParseFloat(s, 64)
+			errs = append(errs, err)
+			return v
+		}
+		p.Second = int(atoi(fields[0]))
+		p.Sent, p.Completed, p.Errs, p.Late = atoi(fields[1]), atoi(fields[2]), atoi(fields[3]), atoi(fields[4])
+		p.P50, p.P99 = atof(fields[5]), atof(fields[6])
+		if err := errors.Join(errs...); err != nil {
+			return nil, badInput("reports: %s:%d: %v", path, line, err)
+		}
+		pts = append(pts, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, badInput("reports: %s: %v", path, err)
+	}
+	if line == 0 {
+		return nil, badInput("reports: %s: empty, want the header %q", path, artifacts.TimeseriesHeader)
+	}
+	return pts, nil
+}

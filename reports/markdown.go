@@ -1,0 +1,396 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// plotCaptions names every plot the report can link, in display order.
+var plotCaptions = []struct{ file, caption string }{
+	{"latency-percentiles.svg", "Latency by percentile (all successful runs of each algorithm merged; log-scaled tail)"},
+	{"p99-over-time.svg", "p99 per second of the measured window (median across reps)"},
+	{"selection-shares.svg", "Share of picks by backend group (median across runs)"},
+}
+
+// writeMarkdown renders REPORT.md. Every value is formatted with fixed
+// precision and every list comes in a fixed order.
+func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []string) {
+	c := &ds.Campaign
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("# %s — campaign %s\n\n", c.Scenario, c.ID)
+	if c.Description != "" {
+		p("%s\n\n", strings.TrimSpace(c.Description))
+	}
+	p("**How to read this.** Each cell is the median across repetitions with its %.0f%% confidence interval in brackets "+
+		"(order statistics; marked † when there are too few reps for one, and the bracket is then the min–max range). "+
+		"Comparisons give the ratio of medians with a bootstrap %.0f%% interval over runs and a two-sided Mann–Whitney U p-value; "+
+		"\"not significant\" means these runs cannot tell the two apart at α = %.2g.\n\n",
+		o.Confidence*100, o.Confidence*100, o.Alpha)
+
+	writeHeader(w, ds)
+	writeProtocol(w, ds)
+	p("## Warnings\n\n")
+	if len(a.Warnings) == 0 {
+		p("None: every run succeeded, was verified after its reset, met its target rate and had no errors.\n\n")
+	} else {
+		for _, s := range a.Warnings {
+			p("- %s\n", s)
+		}
+		p("\n")
+	}
+	writeHeadline(w, a)
+	writeComparisons(w, a)
+	writeShares(w, a)
+	writeHealth(w, a)
+	p("## Plots\n\n")
+	if len(plots) == 0 {
+		p("No plots: no successful run.\n\n")
+	}
+	for _, pc := range plotCaptions {
+		for _, name := range plots {
+			if name == pc.file {
+				p("%s\n\n![%s](plots/%s)\n\n", pc.caption, pc.caption, name)
+			}
+		}
+	}
+	writeAppendix(w, a)
+}
+
+// mdTable writes one markdown table; columns listed in right are
+// right-aligned (numbers), the rest left-aligned.
+func mdTable(w io.Writer, header []string, rows [][]string, right ...int) {
+	align := make([]tw.Align, len(header))
+	for i := range align {
+		align[i] = tw.AlignLeft
+	}
+	for _, i := range right {
+		align[i] = tw.AlignRight
+	}
+	t := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewMarkdown()),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+	)
+	esc := func(r []string) []string {
+		out := make([]string, len(r))
+		for i, s := range r {
+			out[i] = cell(s)
+		}
+		return out
+	}
+	t.Header(esc(header))
+	for _, r := range rows {
+		if err := t.Append(esc(r)); err != nil {
+			panic("reports: table row: " + err.Error()) // only on a column-count bug
+		}
+	}
+	if err := t.Render(); err != nil {
+		panic("reports: render table: " + err.Error())
+	}
+	fmt.Fprintln(w)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func writeHeader(w io.Writer, ds *dataset) {
+	c := &ds.Campaign
+	e := c.Environment
+	fmt.Fprintf(w, "## Setup\n\n")
+	env := e.Name
+	if e.Topology != "" {
+		env += ", topology " + e.Topology
+	}
+	env += fmt.Sprintf(", %d ingress replica(s)", e.IngressReplicas)
+	host := fmt.Sprintf("%s/%s, %d CPUs", e.OS, e.Arch, e.CPUs)
+	if e.CPUModel != "" {
+		host += " (" + e.CPUModel + ")"
+	}
+	if e.MemoryBytes > 0 {
+		host += fmt.Sprintf(", %.1f GiB memory", float64(e.MemoryBytes)/(1<<30))
+	}
+	if e.Kernel != "" {
+		host += ", kernel " + e.Kernel
+	}
+	versions := "prequalbench " + e.Version + ", " + e.GoVersion
+	if e.RustVersion != "" {
+		versions += ", " + e.RustVersion
+	}
+	rev := e.GitRevision
+	if rev == "" {
+		rev = "unknown"
+	}
+	if e.GitDirty {
+		rev += " (uncommitted changes)"
+	}
+	dates := "started " + fmtTime(c.Started) + ", finished " + fmtTime(c.Finished)
+	if c.Finished.IsZero() {
+		dates = "started " + fmtTime(c.Started) + ", not finished"
+	}
+	scen := c.Scenario
+	if c.Description != "" {
+		scen += " — " + strings.TrimSpace(c.Description)
+	}
+	mdTable(w, []string{"", ""}, [][]string{
+		{"Scenario", scen},
+		{"Environment", env},
+		{"Host", host},
+		{"Versions", versions},
+		{"Git revision", rev},
+		{"Seed", fmt.Sprintf("%d", c.Seed)},
+		{"Dates", dates},
+	})
+	if strings.TrimSpace(c.ScenarioYAML) != "" {
+		fence := "```"
+		for strings.Contains(c.ScenarioYAML, fence) {
+			fence += "`"
+		}
+		fmt.Fprintf(w, "<details><summary>Resolved scenario (YAML)</summary>\n\n%syaml\n%s\n%s\n\n</details>\n\n",
+			fence, strings.TrimRight(c.ScenarioYAML, "\n"), fence)
+	}
+}
+
+func writeProtocol(w io.Writer, ds *dataset) {
+	c := &ds.Campaign
+	fmt.Fprintf(w, "## Protocol\n\n")
+	fmt.Fprintf(w, "- %d rep(s) of %s, interleaved by the %q rule (seed %d); %d of %d planned runs recorded.\n",
+		c.Reps, strings.Join(c.Algorithms, ", "), c.Order, c.Seed, len(ds.Runs), len(c.Plan))
+	fmt.Fprintf(w, "- Warmup %s and cooldown %s around each measured window; reset mode %q.\n",
+		fmtDuration(c.Warmup), fmtDuration(c.Cooldown), c.ResetMode)
+	verified := 0
+	for _, r := range ds.Runs {
+		if r.Run.ResetVerified {
+			verified++
+		}
+	}
+	switch {
+	case len(ds.Runs) == 0:
+		fmt.Fprintf(w, "- No run was recorded.\n\n")
+	case verified == len(ds.Runs):
+		fmt.Fprintf(w, "- Every reset was verified (%d of %d): empty pools, zero counters, nothing in flight.\n\n", verified, len(ds.Runs))
+	default:
+		fmt.Fprintf(w, "- Only %d of %d resets were verified (see Warnings).\n\n", verified, len(ds.Runs))
+	}
+	if len(ds.Runs) == 0 {
+		return
+	}
+	var rows [][]string
+	var reps []int
+	byRep := map[int][]string{}
+	for _, r := range ds.Runs {
+		name := r.Run.Algorithm
+		if !r.ok() {
+			name += " (failed)"
+		}
+		if _, ok := byRep[r.Run.Rep]; !ok {
+			reps = append(reps, r.Run.Rep)
+		}
+		byRep[r.Run.Rep] = append(byRep[r.Run.Rep], name)
+	}
+	for _, rep := range reps {
+		rows = append(rows, []string{fmt.Sprintf("%d", rep), strings.Join(byRep[rep], " → ")})
+	}
+	fmt.Fprintf(w, "Order actually run:\n\n")
+	mdTable(w, []string{"rep", "order"}, rows, 0)
+}
+
+// ciCell prints "median [lo–hi]" with † for a min–max range.
+func ciCell(m MetricResult) string {
+	f := formatter(m.Metric)
+	if m.N == 0 {
+		return "—"
+	}
+	if m.N == 1 {
+		return f(float64(m.Median)) + " (1 run)"
+	}
+	s := fmt.Sprintf("%s [%s–%s]", f(float64(m.Median)), f(float64(m.Lo)), f(float64(m.Hi)))
+	if m.Range {
+		s += " †"
+	}
+	return s
+}
+
+func writeHeadline(w io.Writer, a *Analysis) {
+	fmt.Fprintf(w, "## Headline\n\n")
+	header := []string{"algorithm", "runs"}
+	for _, m := range metrics {
+		unit := m.Unit
+		if m.Key == "error_rate" {
+			unit = "%"
+		}
+		header = append(header, fmt.Sprintf("%s (%s)", m.Label, unit))
+	}
+	var rows [][]string
+	for _, alg := range a.Algorithms {
+		runs := fmt.Sprintf("%d", alg.Runs)
+		if alg.Failed > 0 {
+			runs += fmt.Sprintf(" (+%d failed)", alg.Failed)
+		}
+		row := []string{alg.Algorithm, runs}
+		for _, m := range alg.Metrics {
+			row = append(row, ciCell(m))
+		}
+		rows = append(rows, row)
+	}
+	mdTable(w, header, rows, 1, 2, 3, 4, 5, 6, 7)
+	fmt.Fprintf(w, "Median across reps [%.0f%% CI]; † = too few reps for a CI, the bracket is the min–max range.\n\n", a.Campaign.Confidence*100)
+}
+
+func writeComparisons(w io.Writer, a *Analysis) {
+	fmt.Fprintf(w, "## Comparisons against %s\n\n", a.Campaign.Reference)
+	if len(a.Comparisons) == 0 {
+		fmt.Fprintf(w, "No comparisons: the reference did not run, or it is the only algorithm.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "Ratio = %s's median / the other's; below 1 means %s is lower (better for latency and errors, worse for throughput). "+
+		"Interval: percentile bootstrap over runs, %d resamples, seeded from the campaign seed.\n\n",
+		a.Campaign.Reference, a.Campaign.Reference, a.Campaign.Resamples)
+	last := ""
+	for _, cmp := range a.Comparisons {
+		if cmp.Algorithm != last {
+			if last != "" {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "### %s vs %s\n\n", cmp.Reference, cmp.Algorithm)
+			last = cmp.Algorithm
+		}
+		fmt.Fprintf(w, "- %s\n", cmp.Verdict)
+	}
+	fmt.Fprintln(w)
+}
+
+func writeShares(w io.Writer, a *Analysis) {
+	fmt.Fprintf(w, "## Selection shares\n\n")
+	if len(a.Shares) == 0 {
+		fmt.Fprintf(w, "No ingress state snapshots: selection shares are unavailable.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "Picks per backend between the state snapshots taken right before and right after each measured window, "+
+		"summed over ingress replicas. Share: median across runs [min–max]. Inside each group, max/min is the busiest "+
+		"replica's picks over the idlest one's and CV the coefficient of variation (medians across runs): equal replicas "+
+		"should sit near 1 and 0; herding onto a few shows as large values.\n\n")
+	for _, s := range a.Shares {
+		fmt.Fprintf(w, "### %s (%d runs)\n\n", s.Algorithm, s.Runs)
+		var rows [][]string
+		for _, g := range s.Groups {
+			rows = append(rows, []string{g.Group, fmt.Sprintf("%d", g.Replicas),
+				fmt.Sprintf("%s [%s–%s]", fmtPct(float64(g.Share)), fmtPct(float64(g.ShareMin)), fmtPct(float64(g.ShareMax))),
+				fmtFixed(float64(g.MaxMin), 2), fmtFixed(float64(g.CV), 3)})
+		}
+		mdTable(w, []string{"group", "replicas", "share of picks", "max/min", "CV"}, rows, 1, 2, 3, 4)
+		rows = nil
+		for _, b := range s.Backends {
+			rows = append(rows, []string{b.Address, b.Group, fmtPct(float64(b.Share)), fmt.Sprintf("%d", b.Picks)})
+		}
+		fmt.Fprintf(w, "<details><summary>Per backend (%s)</summary>\n\n", s.Algorithm)
+		mdTable(w, []string{"backend", "group", "share (median)", "picks (all runs)"}, rows, 2, 3)
+		fmt.Fprintf(w, "</details>\n\n")
+	}
+}
+
+// fmtFixed prints v with exactly prec decimals.
+func fmtFixed(v float64, prec int) string {
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case math.IsInf(v, 0):
+		return "∞"
+	}
+	return fmt.Sprintf("%.*f", prec, v)
+}
+
+func writeHealth(w io.Writer, a *Analysis) {
+	fmt.Fprintf(w, "## Probe and pool health\n\n")
+	if len(a.Health) == 0 {
+		fmt.Fprintf(w, "No ingress state snapshots: probe and pool counters are unavailable.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "Counter deltas over the measured windows, summed over runs and ingress replicas. Pool size is at the end of "+
+		"the window (summed over routes, averaged over replicas; median across runs).\n\n")
+	var rows [][]string
+	for _, h := range a.Health {
+		frac := math.NaN()
+		if h.Picks > 0 {
+			frac = float64(h.Fallbacks) / float64(h.Picks)
+		}
+		rows = append(rows, []string{h.Algorithm, fmt.Sprintf("%d", h.Runs), fmt.Sprintf("%d", h.Requests),
+			fmt.Sprintf("%d", h.Picks), fmt.Sprintf("%d (%s)", h.Fallbacks, fmtPct(frac)),
+			fmt.Sprintf("%d / %d", h.HotPicks, h.ColdPicks), fmt.Sprintf("%d", h.NoEndpoint), fmt.Sprintf("%d", h.UpstreamErrors)})
+	}
+	mdTable(w, []string{"algorithm", "runs", "requests", "picks", "fallbacks", "hot / cold picks", "503 no endpoint", "502/504 upstream"},
+		rows, 1, 2, 3, 4, 5, 6, 7)
+	header := []string{"algorithm", "probes planned"}
+	for _, c := range a.Health[0].ProbeOutcomes {
+		header = append(header, "probe "+c.Name)
+	}
+	header = append(header, "pool size", "queue depth (max)", "pool removals")
+	rows = nil
+	for _, h := range a.Health {
+		row := []string{h.Algorithm, fmt.Sprintf("%d", h.ProbesPlanned)}
+		for i := range a.Health[0].ProbeOutcomes {
+			v := "0"
+			if i < len(h.ProbeOutcomes) {
+				v = fmt.Sprintf("%d", h.ProbeOutcomes[i].Count)
+			}
+			row = append(row, v)
+		}
+		var rem []string
+		for _, c := range h.PoolRemovals {
+			rem = append(rem, fmt.Sprintf("%s %d", c.Name, c.Count))
+		}
+		if len(rem) == 0 {
+			rem = []string{"none"}
+		}
+		row = append(row, fmtFloat(float64(h.PoolSize)), fmt.Sprintf("%d", h.ProbeQueueDepth), strings.Join(rem, ", "))
+		rows = append(rows, row)
+	}
+	right := []int{}
+	for i := 1; i < len(header)-1; i++ {
+		right = append(right, i)
+	}
+	mdTable(w, header, rows, right...)
+}
+
+func writeAppendix(w io.Writer, a *Analysis) {
+	fmt.Fprintf(w, "## Per-run appendix\n\n")
+	if len(a.Runs) == 0 {
+		fmt.Fprintf(w, "No run was recorded.\n")
+		return
+	}
+	var rows [][]string
+	for _, r := range a.Runs {
+		status := r.Status
+		if r.Error != "" {
+			status += ": " + r.Error
+		}
+		reset := "verified"
+		if !r.ResetVerified {
+			reset = "NOT verified"
+		}
+		target := "closed"
+		if r.Status != "ok" {
+			target = "—"
+		} else if r.TargetRate > 0 {
+			target = fmtRate(r.TargetRate)
+		}
+		rows = append(rows, []string{fmt.Sprintf("%d", r.Index), fmt.Sprintf("%d", r.Rep), r.Algorithm, status, reset,
+			fmtMs(float64(r.P50)), fmtMs(float64(r.P90)), fmtMs(float64(r.P99)), fmtMs(float64(r.P999)),
+			fmtRate(float64(r.Throughput)), target, fmtPct(float64(r.ErrorRate)), fmt.Sprintf("%d", r.LateSends), r.Dir})
+	}
+	mdTable(w, []string{"#", "rep", "algorithm", "status", "reset", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+		"req/s", "target req/s", "errors", "late sends", "directory"}, rows, 0, 1, 5, 6, 7, 8, 9, 10, 11, 12)
+}

@@ -1,0 +1,248 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports/stats"
+)
+
+// palette gives each algorithm (by its position in the campaign) a fixed,
+// colour-blind-friendly colour.
+var palette = []color.RGBA{
+	{0x00, 0x72, 0xb2, 0xff}, // blue
+	{0xd5, 0x5e, 0x00, 0xff}, // vermillion
+	{0x00, 0x9e, 0x73, 0xff}, // green
+	{0xcc, 0x79, 0xa7, 0xff}, // purple
+	{0xe6, 0x9f, 0x00, 0xff}, // orange
+	{0x56, 0xb4, 0xe9, 0xff}, // sky
+	{0x00, 0x00, 0x00, 0xff}, // black
+}
+
+func colorOf(i int) color.Color { return palette[i%len(palette)] }
+
+const plotW, plotH = 16 * vg.Centimeter, 10 * vg.Centimeter
+
+// renderPlots draws every plot the data supports, keyed by file name.
+// gonum/plot's SVG output has no timestamps or random ids, so equal inputs
+// give equal bytes (a test renders twice to keep it so).
+func renderPlots(ds *dataset, a *Analysis) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	type maker struct {
+		name string
+		make func(*dataset, *Analysis) (*plot.Plot, error)
+	}
+	for _, m := range []maker{
+		{"latency-percentiles.svg", percentilePlot},
+		{"p99-over-time.svg", p99TimePlot},
+		{"selection-shares.svg", sharesPlot},
+	} {
+		p, err := m.make(ds, a)
+		if err != nil {
+			return nil, fmt.Errorf("reports: plot %s: %w", m.name, err)
+		}
+		if p == nil {
+			continue
+		}
+		wt, err := p.WriterTo(plotW, plotH, "svg")
+		if err != nil {
+			return nil, fmt.Errorf("reports: plot %s: %w", m.name, err)
+		}
+		var buf bytes.Buffer
+		if _, err := wt.WriteTo(&buf); err != nil {
+			return nil, fmt.Errorf("reports: plot %s: %w", m.name, err)
+		}
+		out[m.name] = buf.Bytes()
+	}
+	return out, nil
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// logTicks labels a log axis at powers of ten (and 2× and 5× between).
+type logTicks struct{ format func(float64) string }
+
+func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	if !(lo > 0) || !(hi > lo) {
+		return ticks
+	}
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		base := math.Pow(10, e)
+		for _, k := range []float64{1, 2, 5} {
+			v := k * base
+			if v < lo || v > hi {
+				continue
+			}
+			ticks = append(ticks, plot.Tick{Value: v, Label: t.format(v)})
+		}
+	}
+	return ticks
+}
+
+func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
+	if len(pts) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = colorOf(i)
+	l.Width = vg.Points(1.5)
+	l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}[i/len(palette)%3]
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
+}
+
+// percentilePlot draws latency against percentile, HDR style: the x axis is
+// 1/(1-q) on a log scale, so the tail gets as much room as the body.
+func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
+	p := newPlot("Latency by percentile", "percentile", "latency (ms, log)")
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.Y.Tick.Marker = logTicks{fmtMs}
+	maxX := 1.0
+	drawn := false
+	for i, alg := range a.Campaign.Algorithms {
+		h := artifacts.NewHistogram()
+		for _, r := range ds.Runs {
+			if r.ok() && r.Run.Algorithm == alg {
+				h.Merge(r.Hist)
+			}
+		}
+		if h.TotalCount() == 0 {
+			continue
+		}
+		var pts plotter.XYs
+		for k := 0; k <= 50; k++ {
+			x := math.Pow(10, float64(k)/10) // 1/(1-q)
+			if x > float64(h.TotalCount()) {
+				break
+			}
+			q := 1 - 1/x
+			v := artifacts.Millis(h.ValueAtQuantile(100 * q))
+			pts = append(pts, plotter.XY{X: x, Y: math.Max(v, 0.001)})
+			maxX = math.Max(maxX, x)
+		}
+		if err := addLine(p, alg, i, pts); err != nil {
+			return nil, err
+		}
+		drawn = true
+	}
+	if !drawn {
+		return nil, nil
+	}
+	var ticks []plot.Tick
+	for _, t := range []struct {
+		x     float64
+		label string
+	}{{1, "0%"}, {2, "50%"}, {10, "90%"}, {100, "99%"}, {1000, "99.9%"}, {10000, "99.99%"}, {100000, "99.999%"}} {
+		if t.x <= maxX {
+			ticks = append(ticks, plot.Tick{Value: t.x, Label: t.label})
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = 1, maxX
+	return p, nil
+}
+
+// p99TimePlot draws each second's p99, median across an algorithm's reps.
+func p99TimePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
+	p := newPlot("p99 over the measured window", "second", "p99 (ms, log)")
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logTicks{fmtMs}
+	drawn := false
+	for i, alg := range a.Campaign.Algorithms {
+		bySecond := map[int][]float64{}
+		for _, r := range ds.Runs {
+			if !r.ok() || r.Run.Algorithm != alg {
+				continue
+			}
+			for _, pt := range r.Series {
+				if pt.Completed > 0 && pt.P99 > 0 {
+					bySecond[pt.Second] = append(bySecond[pt.Second], pt.P99)
+				}
+			}
+		}
+		var secs []int
+		for s := range bySecond {
+			secs = append(secs, s)
+		}
+		slices.Sort(secs)
+		var pts plotter.XYs
+		for _, s := range secs {
+			pts = append(pts, plotter.XY{X: float64(s), Y: stats.Median(bySecond[s])})
+		}
+		if err := addLine(p, alg, i, pts); err != nil {
+			return nil, err
+		}
+		drawn = drawn || len(pts) > 0
+	}
+	if !drawn {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// sharesPlot draws grouped bars: one group of bars per backend group, one
+// bar per algorithm.
+func sharesPlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
+	if len(a.Shares) == 0 {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	for _, s := range a.Shares {
+		for _, g := range s.Groups {
+			seen[g.Group] = true
+		}
+	}
+	groups := groupOrder(&ds.Campaign, seen)
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	p := newPlot("Share of picks by backend group", "backend group", "share of picks (%)")
+	n := len(a.Shares)
+	width := vg.Points(math.Min(24, 240/float64(n*len(groups))))
+	for i, s := range a.Shares {
+		vals := make(plotter.Values, len(groups))
+		for j, g := range groups {
+			for _, gs := range s.Groups {
+				if gs.Group == g && !math.IsNaN(float64(gs.Share)) {
+					vals[j] = 100 * float64(gs.Share)
+				}
+			}
+		}
+		bc, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return nil, err
+		}
+		bc.Color = colorOf(slices.Index(a.Campaign.Algorithms, s.Algorithm))
+		bc.LineStyle.Width = 0
+		bc.Offset = vg.Length(float64(i)-float64(n-1)/2) * width
+		p.Add(bc)
+		p.Legend.Add(s.Algorithm, bc)
+	}
+	p.NominalX(groups...)
+	p.Y.Min = 0
+	p.Legend.Left = false
+	p.Legend.ThumbnailWidth = vg.Points(10)
+	return p, nil
+}

@@ -1,0 +1,245 @@
+// Package reportstest writes synthetic campaign directories that follow the
+// artifacts contract (real HDR encodings, time series, ingress snapshots),
+// so the reporter and the CLI can be tested without running a campaign.
+// Everything is derived from the Spec's seed: equal specs give equal bytes.
+package reportstest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// Profile shapes one algorithm's synthetic runs.
+type Profile struct {
+	// MedianMs is the body's median latency; TailMs the latency of the tail
+	// fraction TailFrac of requests.
+	MedianMs, TailMs, TailFrac float64
+	// SlowShare is the fraction of picks sent to the slow group.
+	SlowShare float64
+	// Herd concentrates the fast group's picks on its first replicas
+	// (0 = even).
+	Herd float64
+	// ErrorRate is the fraction of requests that fail.
+	ErrorRate float64
+	// RateFactor scales the achieved rate against the target (default 1).
+	RateFactor float64
+	// Probes is true for algorithms that probe (prequal).
+	Probes bool
+}
+
+// Spec describes a synthetic campaign.
+type Spec struct {
+	ID, Scenario string
+	Seed         uint64
+	Reps         int
+	Algorithms   []string
+	Profiles     map[string]Profile
+	// Fast and Slow are the replica counts of the two backend groups.
+	Fast, Slow      int
+	IngressReplicas int
+	// Requests per run in the histogram; Seconds of time series.
+	Requests, Seconds int
+	TargetRate        float64
+	// FailRuns and UnverifiedRuns hold plan indexes (1-based).
+	FailRuns, UnverifiedRuns []int
+}
+
+// Default returns a 2-algorithm, n-rep heterogeneous campaign in which
+// prequal has a much shorter tail than round-robin.
+func Default(reps int) Spec {
+	return Spec{
+		ID: "20260101T000000Z-fixture", Scenario: "fixture-hetero", Seed: 42, Reps: reps,
+		Algorithms: []string{"prequal", "round-robin"},
+		Profiles: map[string]Profile{
+			"prequal":     {MedianMs: 20, TailMs: 60, TailFrac: 0.03, SlowShare: 0.2, Herd: 0.3, Probes: true},
+			"round-robin": {MedianMs: 22, TailMs: 400, TailFrac: 0.03, SlowShare: 1.0 / 3},
+		},
+		Fast: 4, Slow: 2, IngressReplicas: 2, Requests: 3000, Seconds: 20, TargetRate: 150,
+	}
+}
+
+// Write creates the campaign directory dir from s.
+func Write(dir string, s Spec) error {
+	rng := rand.New(rand.NewPCG(s.Seed, 0x5eed))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := artifacts.Campaign{
+		ID: s.ID, Scenario: s.Scenario, Description: "Synthetic fixture: " + fmt.Sprint(s.Fast) + " fast and " + fmt.Sprint(s.Slow) + " slow replicas.",
+		ScenarioYAML: "name: " + s.Scenario + "\nload:\n  model: open\n  rate: " + fmt.Sprint(s.TargetRate) + "\n",
+		Environment: artifacts.Environment{
+			Name: "local", IngressReplicas: s.IngressReplicas, OS: "linux", Arch: "amd64", CPUs: 2,
+			CPUModel: "Fixture CPU", MemoryBytes: 8 << 30, Kernel: "6.1.0", GoVersion: "go1.26.8", RustVersion: "rustc 1.95.0",
+			Version: "v0.0.0-fixture", GitRevision: "0123456789abcdef0123456789abcdef01234567",
+		},
+		Seed: s.Seed, Order: "shuffle", Algorithms: s.Algorithms, Reps: s.Reps,
+		Warmup: 5 * time.Second, Cooldown: time.Second, ResetMode: "admin", Reference: "prequal",
+		Started: base,
+	}
+	for i := 0; i < s.Fast; i++ {
+		c.Backends = append(c.Backends, artifacts.Backend{Address: fmt.Sprintf("127.0.0.1:%d", 9001+i), Group: "fast", Route: "bench"})
+	}
+	for i := 0; i < s.Slow; i++ {
+		c.Backends = append(c.Backends, artifacts.Backend{Address: fmt.Sprintf("127.0.0.1:%d", 9101+i), Group: "slow", Route: "bench"})
+	}
+	idx := 0
+	for rep := 1; rep <= s.Reps; rep++ {
+		order := append([]string(nil), s.Algorithms...)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, alg := range order {
+			idx++
+			c.Plan = append(c.Plan, artifacts.PlannedRun{Index: idx, Rep: rep, Algorithm: alg,
+				Dir: filepath.ToSlash(filepath.Join(artifacts.RunsDir, artifacts.RunDirName(idx, rep, alg)))})
+		}
+	}
+	for _, p := range c.Plan {
+		if err := writeRun(dir, s, c, p, rng, base); err != nil {
+			return err
+		}
+	}
+	c.Finished = base.Add(time.Duration(len(c.Plan)) * time.Minute)
+	return artifacts.WriteJSON(filepath.Join(dir, artifacts.CampaignFile), c)
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, rng *rand.Rand, base time.Time) error {
+	prof := s.Profiles[p.Algorithm]
+	if prof.RateFactor == 0 {
+		prof.RateFactor = 1
+	}
+	runDir := filepath.Join(dir, filepath.FromSlash(p.Dir))
+	start := base.Add(time.Duration(p.Index) * time.Minute)
+	run := artifacts.Run{PlannedRun: p, Status: artifacts.StatusOK, ResetVerified: !contains(s.UnverifiedRuns, p.Index),
+		Started: start, Finished: start.Add(time.Duration(s.Seconds)*time.Second + 5*time.Second), Warmup: 5 * time.Second}
+	if !run.ResetVerified {
+		run.ResetDetail = "pool not empty after reset (3 probes left)"
+	}
+	if contains(s.FailRuns, p.Index) {
+		run.Status, run.Error = artifacts.StatusFailed, "ingress exited during warmup"
+		return artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run)
+	}
+	jitter := 1 + 0.04*rng.NormFloat64()
+	h := artifacts.NewHistogram()
+	var errs uint64
+	secP99 := make([][]float64, s.Seconds)
+	for i := 0; i < s.Requests; i++ {
+		var ms float64
+		if rng.Float64() < prof.TailFrac {
+			ms = prof.TailMs * jitter * (1 + 0.2*rng.Float64())
+		} else {
+			ms = prof.MedianMs * jitter * math.Exp(0.3*rng.NormFloat64())
+		}
+		if rng.Float64() < prof.ErrorRate {
+			errs++
+		}
+		if err := h.RecordValue(int64(ms * 1000)); err != nil {
+			return fmt.Errorf("reportstest: %w", err)
+		}
+		sec := i * s.Seconds / s.Requests
+		secP99[sec] = append(secP99[sec], ms)
+	}
+	enc, err := artifacts.EncodeHistogram(h)
+	if err != nil {
+		return err
+	}
+	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.HistogramFile), enc); err != nil {
+		return err
+	}
+	sent := uint64(s.Requests)
+	dur := time.Duration(s.Seconds) * time.Second
+	run.Load = artifacts.LoadResult{
+		Model: "open", Duration: dur, TargetRate: s.TargetRate, Sent: sent, Completed: sent, Errors: errs,
+		AchievedRate: math.Round(s.TargetRate*prof.RateFactor*10) / 10, StatusCodes: map[string]uint64{"200": sent - errs},
+		P50: artifacts.Millis(h.ValueAtQuantile(50)), P90: artifacts.Millis(h.ValueAtQuantile(90)),
+		P99: artifacts.Millis(h.ValueAtQuantile(99)), P999: artifacts.Millis(h.ValueAtQuantile(99.9)),
+		Max: artifacts.Millis(h.Max()), Mean: h.Mean() / 1000, Count: h.TotalCount(),
+	}
+	if errs > 0 {
+		run.Load.StatusCodes["502"] = errs
+	}
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
+		return err
+	}
+	var ts strings.Builder
+	ts.WriteString(artifacts.TimeseriesHeader + "\n")
+	per := uint64(s.Requests / s.Seconds)
+	for sec, xs := range secP99 {
+		h1 := artifacts.NewHistogram()
+		for _, x := range xs {
+			_ = h1.RecordValue(int64(x * 1000))
+		}
+		fmt.Fprintf(&ts, "%d,%d,%d,%d,%d,%.3f,%.3f\n", sec, per, per, 0, 0,
+			artifacts.Millis(h1.ValueAtQuantile(50)), artifacts.Millis(h1.ValueAtQuantile(99)))
+	}
+	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), []byte(ts.String())); err != nil {
+		return err
+	}
+	before, after := snapshots(s, c, p.Algorithm, prof, sent, rng)
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
+		return err
+	}
+	return artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after)
+}
+
+// snapshots returns per-replica admin states before and after the window.
+// The before snapshot holds warmup counts so the reporter must subtract.
+func snapshots(s Spec, c artifacts.Campaign, alg string, prof Profile, total uint64, rng *rand.Rand) (before, after []adminapi.State) {
+	weights := make([]float64, len(c.Backends))
+	var fastW float64
+	for i, b := range c.Backends {
+		if b.Group == "fast" {
+			weights[i] = math.Exp(-prof.Herd*float64(i)) * (1 + 0.05*rng.Float64())
+			fastW += weights[i]
+		}
+	}
+	for i, b := range c.Backends {
+		if b.Group == "fast" {
+			weights[i] = weights[i] / fastW * (1 - prof.SlowShare)
+		} else {
+			weights[i] = prof.SlowShare / float64(s.Slow)
+		}
+	}
+	for r := 0; r < s.IngressReplicas; r++ {
+		mk := func(window bool) adminapi.State {
+			var eps []loadbalancer.EndpointStats
+			var picks uint64
+			for i, b := range c.Backends {
+				n := uint64(10 * (i + 1)) // warmup picks
+				if window {
+					n += uint64(math.Round(weights[i] * float64(total) / float64(s.IngressReplicas)))
+				}
+				picks += n
+				eps = append(eps, loadbalancer.EndpointStats{Address: b.Address, Picks: n})
+			}
+			st := loadbalancer.Stats{Algorithm: alg, Endpoints: eps, Picks: picks, ProbeOutcomes: map[loadbalancer.ProbeOutcome]uint64{}}
+			if prof.Probes {
+				st.ProbesPlanned = picks * 3
+				st.ProbeOutcomes[loadbalancer.ProbeOK] = picks*3 - picks/100
+				st.ProbeOutcomes[loadbalancer.ProbeTimeout] = picks / 100
+				st.HotPicks, st.ColdPicks = picks/10, picks-picks/10-picks/200
+				st.Fallbacks = picks / 200
+				st.PoolSize = 12 + r
+				st.PoolRemovals = map[string]uint64{"reuse": picks, "age": picks / 50}
+			}
+			return adminapi.State{Routes: []adminapi.RouteState{{Key: "bench", Host: "bench.local", Path: "/", PathType: "Prefix",
+				Algorithm: alg, Requests: picks, Policy: st}}}
+		}
+		before = append(before, mk(false))
+		after = append(after, mk(true))
+	}
+	return before, after
+}

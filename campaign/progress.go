@@ -1,0 +1,167 @@
+package campaign
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/schollz/progressbar/v3"
+)
+
+// Progress receives the runner's progress events, all from the runner's
+// goroutine except Second, which the load engine calls from its own.
+type Progress interface {
+	// CampaignStart: the plan, how many runs are already done (resume) and
+	// the planned length of one run.
+	CampaignStart(c *artifacts.Campaign, done int, runLength time.Duration)
+	// RunStart: a run begins; warmup and window are its planned lengths.
+	RunStart(p artifacts.PlannedRun, warmup, window time.Duration)
+	// Phase: reset, warmup, measure or cooldown.
+	Phase(name string)
+	// Second: one second of load (warmup or window) went by.
+	Second()
+	// RunEnd: a run finished (ok or failed) and its artifacts are written.
+	RunEnd(r artifacts.Run)
+	CampaignEnd()
+}
+
+type nopProgress struct{}
+
+func (nopProgress) CampaignStart(*artifacts.Campaign, int, time.Duration)       {}
+func (nopProgress) RunStart(artifacts.PlannedRun, time.Duration, time.Duration) {}
+func (nopProgress) Phase(string)                                                {}
+func (nopProgress) Second()                                                     {}
+func (nopProgress) RunEnd(artifacts.Run)                                        {}
+func (nopProgress) CampaignEnd()                                                {}
+
+// NewProgress returns the progress display: progress bars (one per run,
+// and one for the campaign with its ETA) when tty is true, else one plain
+// line per run.
+func NewProgress(w io.Writer, tty bool) Progress {
+	return &display{w: w, tty: tty}
+}
+
+type display struct {
+	w   io.Writer
+	tty bool
+
+	mu        sync.Mutex
+	total     int
+	done      int
+	runLength time.Duration
+	current   artifacts.PlannedRun
+	bar       *progressbar.ProgressBar
+	campaign  *progressbar.ProgressBar
+}
+
+func (d *display) CampaignStart(c *artifacts.Campaign, done int, runLength time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.total, d.done, d.runLength = len(c.Plan), done, runLength
+	fmt.Fprintf(d.w, "campaign %s: %d runs (%d done), about %s each\n", c.ID, d.total, done, runLength.Round(time.Second))
+	if d.tty {
+		d.campaign = progressbar.NewOptions(d.total,
+			progressbar.OptionSetWriter(d.w),
+			progressbar.OptionSetDescription("campaign"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetElapsedTime(false),
+			progressbar.OptionSetWidth(30),
+		)
+		_ = d.campaign.Set(done)
+	}
+}
+
+func (d *display) RunStart(p artifacts.PlannedRun, warmup, window time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.current = p
+	if !d.tty {
+		return
+	}
+	secs := int((warmup + window + time.Second - 1) / time.Second)
+	d.bar = progressbar.NewOptions(max(secs, 1),
+		progressbar.OptionSetWriter(d.w),
+		progressbar.OptionSetDescription(d.describe("reset")),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetItsString("s"),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+	)
+	_ = d.bar.RenderBlank()
+}
+
+func (d *display) describe(phase string) string {
+	return fmt.Sprintf("[%02d/%02d] rep%d %-14s %-8s", d.current.Index, d.total, d.current.Rep, d.current.Algorithm, phase)
+}
+
+func (d *display) Phase(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bar != nil {
+		d.bar.Describe(d.describe(name))
+	}
+}
+
+func (d *display) Second() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bar != nil {
+		_ = d.bar.Add(1)
+	}
+}
+
+func (d *display) RunEnd(r artifacts.Run) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.done++
+	if d.bar != nil {
+		_ = d.bar.Finish() // clears the run bar
+		d.bar = nil
+	}
+	fmt.Fprintln(d.w, runLine(r, d.total)+"  "+d.eta())
+	if d.campaign != nil {
+		d.campaign.Describe("campaign " + d.eta())
+		_ = d.campaign.Set(d.done)
+		fmt.Fprintln(d.w)
+	}
+}
+
+// eta is computed from the plan, not extrapolated: the runs left times the
+// planned length of a run.
+func (d *display) eta() string {
+	left := time.Duration(d.total-d.done) * d.runLength
+	return "ETA " + left.Round(time.Second).String()
+}
+
+func (d *display) CampaignEnd() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bar != nil {
+		_ = d.bar.Exit()
+		d.bar = nil
+		fmt.Fprintln(d.w)
+	}
+}
+
+// runLine is the one-line account of a finished run.
+func runLine(r artifacts.Run, total int) string {
+	head := fmt.Sprintf("[%02d/%02d] rep%d %-14s", r.Index, total, r.Rep, r.Algorithm)
+	if r.Status != artifacts.StatusOK {
+		return fmt.Sprintf("%s FAILED: %s", head, r.Error)
+	}
+	l := r.Load
+	errRate := 0.0
+	if l.Sent > 0 {
+		errRate = float64(l.Errors) / float64(l.Sent)
+	}
+	reset := "reset ok"
+	if !r.ResetVerified {
+		reset = "RESET NOT VERIFIED"
+	}
+	return fmt.Sprintf("%s ok  p50 %7.1f ms  p99 %7.1f ms  p99.9 %7.1f ms  %7.1f rps  err %5.2f%%  late %d  %s",
+		head, l.P50, l.P99, l.P999, l.AchievedRate, 100*errRate, l.LateSends, reset)
+}

@@ -1,0 +1,381 @@
+// Package campaign runs benchmark campaigns: it turns a scenario into an
+// interleaved plan of reps × algorithms, drives an environment through the
+// protocol of each run (set the algorithm, reset and verify, warm up,
+// snapshot, measure, snapshot, cool down) and writes the artifacts that
+// campaign/artifacts defines. A failed run is recorded as failed and the
+// campaign goes on; an interrupted campaign keeps every finished run and
+// can be resumed.
+package campaign
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+)
+
+// EnvFactory builds the environment for a campaign; dir is the campaign
+// directory (process logs go under dir/logs).
+type EnvFactory func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error)
+
+// Options configure Run.
+type Options struct {
+	// Scenario is the resolved scenario (overrides and scaling applied).
+	// Ignored when ResumeDir is set: the campaign's own scenario is used.
+	Scenario *scenario.Scenario
+	// OutDir is the results directory; the campaign gets OutDir/<id>.
+	OutDir string
+	// ResumeDir, when set, finishes that campaign instead of starting one.
+	ResumeDir string
+	// Env builds the environment.
+	Env EnvFactory
+	// Progress receives progress events; nil shows nothing.
+	Progress Progress
+	// Warn receives warnings (e.g. about a sequential order); nil discards.
+	Warn io.Writer
+	// Now is the clock for names and timestamps; default time.Now.
+	Now func() time.Time
+}
+
+// Result is the outcome of a campaign.
+type Result struct {
+	Dir      string
+	Campaign artifacts.Campaign
+	// Runs are the run.json of every finished run, in plan order
+	// (including runs finished before a resume).
+	Runs []artifacts.Run
+}
+
+// ID returns the campaign id: the UTC start time and the scenario name.
+func ID(start time.Time, scenarioName string) string {
+	return start.UTC().Format("20060102-150405") + "-" + scenarioName
+}
+
+// Run runs (or resumes) a campaign and returns its directory and runs.
+// Cancelling ctx stops it between or during runs: finished runs stay, the
+// interrupted run leaves nothing behind, campaign.json is written, every
+// process is stopped, and Run returns ctx's error.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Warn == nil {
+		opts.Warn = io.Discard
+	}
+	if opts.Progress == nil {
+		opts.Progress = nopProgress{}
+	}
+	c, s, dir, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Dir: dir}
+	write := func() error {
+		res.Campaign = *c
+		return artifacts.WriteJSON(filepath.Join(dir, artifacts.CampaignFile), c)
+	}
+	if err := write(); err != nil {
+		return nil, err
+	}
+
+	done, err := finishedRuns(dir, c.Plan)
+	if err != nil {
+		return nil, err
+	}
+	e, err := opts.Env(dir, s, c.Seed)
+	if err != nil {
+		return res, fmt.Errorf("campaign: environment: %w", err)
+	}
+	defer e.Close()
+	if err := e.Setup(ctx); err != nil {
+		e.Close()
+		return res, fmt.Errorf("campaign: environment setup: %w", err)
+	}
+	c.Environment = e.Facts()
+	c.Backends = e.Backends()
+	if err := write(); err != nil {
+		return res, err
+	}
+
+	r := &runner{c: c, s: s, dir: dir, env: e, now: opts.Now, progress: opts.Progress}
+	opts.Progress.CampaignStart(c, len(done), r.runLength())
+	var runErr error
+	for _, p := range c.Plan {
+		if prev, ok := done[p.Index]; ok {
+			res.Runs = append(res.Runs, prev)
+			continue
+		}
+		run, err := r.run(ctx, p)
+		if err != nil {
+			runErr = err
+			break
+		}
+		res.Runs = append(res.Runs, run)
+		opts.Progress.RunEnd(run)
+	}
+	if closeErr := e.Close(); closeErr != nil && runErr == nil {
+		fmt.Fprintf(opts.Warn, "campaign: stopping the environment: %v\n", closeErr)
+	}
+	if runErr == nil {
+		c.Finished = opts.Now().UTC()
+	}
+	if err := write(); err != nil {
+		return res, err
+	}
+	opts.Progress.CampaignEnd()
+	return res, runErr
+}
+
+// prepare returns the campaign record, its scenario and directory: a new
+// campaign from opts.Scenario, or the one in opts.ResumeDir.
+func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, error) {
+	if opts.ResumeDir != "" {
+		var c artifacts.Campaign
+		if err := artifacts.ReadJSON(filepath.Join(opts.ResumeDir, artifacts.CampaignFile), &c); err != nil {
+			return nil, nil, "", fmt.Errorf("campaign: resume: %w", err)
+		}
+		s, err := scenario.Parse([]byte(c.ScenarioYAML))
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("campaign: resume: the recorded scenario: %w", err)
+		}
+		if len(c.Plan) == 0 {
+			return nil, nil, "", fmt.Errorf("campaign: resume: %s has an empty plan", opts.ResumeDir)
+		}
+		return &c, s, opts.ResumeDir, nil
+	}
+	s := opts.Scenario
+	if s == nil {
+		return nil, nil, "", errors.New("campaign: no scenario")
+	}
+	if errs := s.Validate(); len(errs) > 0 {
+		return nil, nil, "", errs
+	}
+	p := s.Protocol
+	plan, warning, err := Plan(p.Algorithms, p.Reps, p.Order, p.Seed)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("campaign: %w", err)
+	}
+	if warning != "" {
+		fmt.Fprintln(opts.Warn, "warning:", warning)
+	}
+	y, err := scenario.Marshal(s)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	start := opts.Now().UTC()
+	c := &artifacts.Campaign{
+		ID:           ID(start, s.Name),
+		Scenario:     s.Name,
+		Description:  s.Description,
+		ScenarioYAML: string(y),
+		Seed:         p.Seed,
+		Order:        p.Order,
+		Algorithms:   p.Algorithms,
+		Reps:         p.Reps,
+		Warmup:       p.Warmup.Std(),
+		Cooldown:     p.Cooldown.Std(),
+		ResetMode:    p.Reset,
+		Reference:    p.Reference,
+		Plan:         plan,
+		Started:      start,
+	}
+	dir := filepath.Join(opts.OutDir, c.ID)
+	if _, err := os.Stat(dir); err == nil {
+		return nil, nil, "", fmt.Errorf("campaign: %s already exists (use --resume to finish it)", dir)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, artifacts.RunsDir), 0o755); err != nil {
+		return nil, nil, "", fmt.Errorf("campaign: %w", err)
+	}
+	return c, s, dir, nil
+}
+
+// finishedRuns reads the run.json of every planned run that has one. Run
+// directories without run.json are leftovers of an interrupted run and are
+// removed, so the run starts clean.
+func finishedRuns(dir string, plan []artifacts.PlannedRun) (map[int]artifacts.Run, error) {
+	done := map[int]artifacts.Run{}
+	for _, p := range plan {
+		runDir := filepath.Join(dir, p.Dir)
+		var r artifacts.Run
+		err := artifacts.ReadJSON(filepath.Join(runDir, artifacts.RunFile), &r)
+		switch {
+		case err == nil:
+			done[p.Index] = r
+		case errors.Is(err, os.ErrNotExist):
+			if err := os.RemoveAll(runDir); err != nil {
+				return nil, fmt.Errorf("campaign: %w", err)
+			}
+		default:
+			return nil, fmt.Errorf("campaign: %w", err)
+		}
+	}
+	return done, nil
+}
+
+type runner struct {
+	c        *artifacts.Campaign
+	s        *scenario.Scenario
+	dir      string
+	env      env.Environment
+	now      func() time.Time
+	progress Progress
+}
+
+// runLength is the planned length of one run (warmup + window + cooldown).
+func (r *runner) runLength() time.Duration {
+	return r.c.Warmup + r.s.Load.MeasuredDuration() + r.c.Cooldown
+}
+
+// run carries out one planned run and writes its artifacts. A failure of
+// the run is recorded in run.json and returned as a failed Run with a nil
+// error; the error is non-nil only when ctx was cancelled (the partial run
+// directory is then removed) or run.json cannot be written.
+func (r *runner) run(ctx context.Context, p artifacts.PlannedRun) (artifacts.Run, error) {
+	runDir := filepath.Join(r.dir, p.Dir)
+	run := artifacts.Run{PlannedRun: p, Started: r.now().UTC(), Warmup: r.c.Warmup, Status: artifacts.StatusOK}
+	r.progress.RunStart(p, r.c.Warmup, r.s.Load.MeasuredDuration())
+	err := r.protocol(ctx, runDir, &run)
+	if ctx.Err() != nil {
+		os.RemoveAll(runDir)
+		return run, ctx.Err()
+	}
+	if err != nil {
+		run.Status = artifacts.StatusFailed
+		run.Error = err.Error()
+	}
+	if lc, ok := r.env.(env.LogCollector); ok {
+		if err := lc.CollectLogs(filepath.Join(runDir, artifacts.LogsDir)); err != nil && run.Error == "" {
+			run.Error = "collecting logs: " + err.Error()
+		}
+	}
+	run.Finished = r.now().UTC()
+	// run.json last: its presence marks the run finished (see resume).
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
+		return run, err
+	}
+	if run.Status == artifacts.StatusOK {
+		r.progress.Phase("cooldown")
+		sleep(ctx, r.c.Cooldown)
+	}
+	return run, nil
+}
+
+// protocol is the body of one run; it fills run and writes every artifact
+// but run.json.
+func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run) error {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	r.progress.Phase("reset")
+	if err := r.env.SetAlgorithm(ctx, run.Algorithm); err != nil {
+		return err
+	}
+	v, err := r.env.Reset(ctx, r.c.ResetMode)
+	if err != nil {
+		return err
+	}
+	run.ResetVerified, run.ResetDetail = v.Verified, v.Detail
+
+	targets := r.env.LoadTargets()
+	base := r.loadConfig(targets, uint64(run.Index))
+	client := load.NewClient(base)
+	defer client.CloseIdleConnections()
+	base.Client = client
+
+	if r.c.Warmup > 0 {
+		r.progress.Phase("warmup")
+		wcfg := base
+		wcfg.Seed = base.Seed ^ 0x5741524d // a different stream from the measurement
+		if wcfg.Closed() {
+			wcfg.Duration = r.c.Warmup
+		} else {
+			wcfg.Open = []load.Phase{{Kind: load.KindConstant, Duration: r.c.Warmup, Rate: r.s.Load.StartRate()}}
+		}
+		wcfg.OnSecond = func(load.Second) { r.progress.Second() }
+		if _, err := load.Run(ctx, wcfg); err != nil {
+			return fmt.Errorf("campaign: warmup: %w", err)
+		}
+	}
+
+	before, err := r.env.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
+		return err
+	}
+	r.progress.Phase("measure")
+	mcfg := base
+	mcfg.OnSecond = func(load.Second) { r.progress.Second() }
+	res, loadErr := load.Run(ctx, mcfg)
+	// The after-snapshot comes right after the window, before anything
+	// else, so it covers exactly the measured requests.
+	after, snapErr := r.env.Snapshot(ctx)
+	if loadErr != nil {
+		return fmt.Errorf("campaign: load: %w", loadErr)
+	}
+	if snapErr != nil {
+		return snapErr
+	}
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after); err != nil {
+		return err
+	}
+	run.Load = res.Summary()
+	hist, err := artifacts.EncodeHistogram(res.Histogram)
+	if err != nil {
+		return err
+	}
+	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.HistogramFile), hist); err != nil {
+		return err
+	}
+	var ts bytes.Buffer
+	if err := res.WriteTimeseries(&ts); err != nil {
+		return fmt.Errorf("campaign: timeseries: %w", err)
+	}
+	return artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), ts.Bytes())
+}
+
+// loadConfig maps the scenario's load onto the load engine.
+func (r *runner) loadConfig(targets []env.Target, runIndex uint64) load.Config {
+	l := r.s.Load
+	cfg := load.Config{
+		Users:       l.Users,
+		Duration:    l.Duration.Std(),
+		Timeout:     l.Timeout.Std(),
+		MaxWorkers:  l.MaxWorkers,
+		Connections: l.Connections,
+		Seed:        r.c.Seed*1_000_003 + runIndex,
+	}
+	for _, t := range targets {
+		cfg.Targets = append(cfg.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
+	}
+	for _, p := range l.Open {
+		cfg.Open = append(cfg.Open, load.Phase{
+			Kind: p.Kind, Duration: p.Duration.Std(), Rate: p.Rate, From: p.From, To: p.To, Steps: p.Steps,
+			High: p.High, Low: p.Low, HighFor: p.HighFor.Std(), LowFor: p.LowFor.Std(),
+		})
+	}
+	return cfg
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -571,6 +571,43 @@ pub mod tests {
     }
 
     #[test]
+    fn random_mutations_never_panic() {
+        // A poor man's fuzzer: flip, insert and delete bytes of valid
+        // requests; the parser must answer every input without panicking.
+        let seeds = [
+            "GET /work?iterations=5 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "POST /work HTTP/1.1\r\nContent-Length: 17\r\n\r\n{\"iterations\": 7}",
+            "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        ];
+        let mut rng = crate::dist::Rng::new(11);
+        for i in 0..20_000 {
+            let mut bytes = seeds[i % seeds.len()].as_bytes().to_vec();
+            for _ in 0..1 + rng.next_u64() % 4 {
+                let pos = (rng.next_u64() as usize) % (bytes.len() + 1);
+                let b = rng.next_u64() as u8;
+                match rng.next_u64() % 3 {
+                    0 if pos < bytes.len() => bytes[pos] = b,
+                    1 => bytes.insert(pos, b),
+                    _ if pos < bytes.len() => {
+                        bytes.remove(pos);
+                    }
+                    _ => {}
+                }
+            }
+            let mut c = Conn::new(Mock {
+                input: Cursor::new(bytes),
+                output: Vec::new(),
+                step: 1 + (i % 13),
+            });
+            for _ in 0..3 {
+                if c.read_request(|| true).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    #[test]
     fn response_format() {
         let mut out = Vec::new();
         write_response(

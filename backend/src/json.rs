@@ -283,6 +283,20 @@ mod tests {
     }
 
     #[test]
+    fn random_bodies_never_panic() {
+        let seed = br#"{"a": [1, -2.5e3, true, null, {"b": "x\u00e9"}], "iterations": 12}"#;
+        let mut rng = crate::dist::Rng::new(5);
+        for _ in 0..20_000 {
+            let mut bytes = seed.to_vec();
+            for _ in 0..1 + rng.next_u64() % 3 {
+                let pos = (rng.next_u64() as usize) % bytes.len();
+                bytes[pos] = rng.next_u64() as u8;
+            }
+            let _ = parse_iterations(&bytes);
+        }
+    }
+
+    #[test]
     fn formats_ms() {
         assert_eq!(ms(20.0), "20.000");
         assert_eq!(ms(0.0000001), "0.000");

@@ -478,3 +478,162 @@ fn quote(s: &str) -> String {
     out.push('"');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(args: &[&str]) -> App {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        match crate::config::parse(&args, &Default::default()).unwrap() {
+            crate::config::Parsed::Run(c) => App::new(*c),
+            crate::config::Parsed::Help => unreachable!(),
+        }
+    }
+
+    fn req(method: &str, target: &str, body: &str) -> Request {
+        Request {
+            method: method.into(),
+            target: target.into(),
+            headers: Vec::new(),
+            body: body.as_bytes().to_vec(),
+            keep_alive: true,
+        }
+    }
+
+    fn call(a: &App, r: &Request) -> (u16, String) {
+        match a.handle(r, &mut || false) {
+            Outcome::Respond(resp, _) => (resp.status, String::from_utf8(resp.body).unwrap()),
+            Outcome::Close => (0, String::new()),
+        }
+    }
+
+    #[test]
+    fn probe_is_null_before_work_then_known() {
+        let a = app(&["--service-time", "1ms", "--seed", "1"]);
+        let (code, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert_eq!(code, 200);
+        assert!(
+            body.starts_with("{\"rif\":0,\"latency_median_ms\":null,\"timestamp_ms\":"),
+            "{body}"
+        );
+        assert!(body.ends_with(",\"samples\":0}"), "{body}");
+        let (code, body) = call(&a, &req("POST", "/work", r#"{"iterations": 500}"#));
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("\"rif_at_arrival\":0"), "{body}");
+        assert!(body.contains("\"iterations\":500"), "{body}");
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert!(
+            !body.contains("null") && body.ends_with(",\"samples\":1}"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn overflow_answers_503_and_counts_it() {
+        let a = app(&[
+            "--concurrency",
+            "1",
+            "--queue-limit",
+            "0",
+            "--service-time",
+            "200ms",
+        ]);
+        thread::scope(|s| {
+            let h = s.spawn(|| call(&a, &req("GET", "/work", "")).0);
+            let end = Instant::now() + Duration::from_secs(10);
+            while a.gate.stats().in_service == 0 {
+                assert!(Instant::now() < end, "first request never entered service");
+                thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(call(&a, &req("GET", "/work", "")).0, 503);
+            assert_eq!(h.join().unwrap(), 200);
+        });
+        let (_, stats) = call(&a, &req("GET", "/stats", ""));
+        assert_eq!(
+            stats,
+            "{\"in_flight\":0,\"queued\":0,\"served\":1,\"rejected\":1,\"max_queue\":0,\"capacity\":1}"
+        );
+        let (_, after) = call(&a, &req("POST", "/reset", ""));
+        assert_eq!(
+            after,
+            "{\"in_flight\":0,\"queued\":0,\"served\":0,\"rejected\":0,\"max_queue\":0,\"capacity\":1}"
+        );
+    }
+
+    #[test]
+    fn routing_and_bad_input() {
+        let a = app(&["--service-time", "1ms"]);
+        assert_eq!(call(&a, &req("GET", "/healthz", "")), (200, "ok".into()));
+        assert_eq!(call(&a, &req("GET", "/health", "")).0, 200);
+        assert_eq!(call(&a, &req("GET", "/nope", "")).0, 404);
+        assert_eq!(call(&a, &req("PUT", "/work", "")).0, 405);
+        assert_eq!(call(&a, &req("GET", "/reset", "")).0, 405);
+        assert_eq!(call(&a, &req("POST", "/prequal/probe", "")).0, 405);
+        let (code, body) = call(&a, &req("GET", "/work?iterations=x", ""));
+        assert_eq!(code, 400);
+        assert!(body.contains("iterations"), "{body}");
+        let (code, body) = call(&a, &req("POST", "/work", "[1]"));
+        assert_eq!(code, 400);
+        assert!(body.contains("iterations"), "{body}");
+        let (code, _) = call(&a, &req("GET", "/work?iterations=1000000001", ""));
+        assert_eq!(code, 400);
+        assert_eq!(
+            a.rif.load(Ordering::SeqCst),
+            0,
+            "rejected input must not count as RIF"
+        );
+    }
+
+    #[test]
+    fn faults() {
+        let a = app(&["--probe-fault", "500"]);
+        assert_eq!(call(&a, &req("GET", "/prequal/probe", "")).0, 500);
+        let a = app(&["--probe-fault", "malformed"]);
+        assert_eq!(
+            call(&a, &req("GET", "/prequal/probe", "")),
+            (200, "this is not json".into())
+        );
+        let a = app(&["--probe-fault", "timeout", "--fault-timeout", "20ms"]);
+        let t = Instant::now();
+        assert_eq!(call(&a, &req("GET", "/prequal/probe", "")).0, 200);
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        let a = app(&["--work-fault", "fail_fast", "--service-time", "1s"]);
+        assert_eq!(call(&a, &req("GET", "/work", "")).0, 500);
+        let (_, probe) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert!(
+            probe.ends_with(",\"samples\":1}"),
+            "fail_fast is measured: {probe}"
+        );
+        let a = app(&["--work-fault", "hang"]);
+        let mut polls = 0;
+        let out = a.handle(&req("GET", "/work", ""), &mut || {
+            polls += 1;
+            polls > 2
+        });
+        assert!(matches!(out, Outcome::Close));
+        assert_eq!(a.rif.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn stale_timestamp_moves_the_clock_back() {
+        let a = app(&[
+            "--probe-fault",
+            "stale_timestamp",
+            "--fault-stale-offset",
+            "1h",
+        ]);
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        let ts: u64 = body
+            .split("\"timestamp_ms\":")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .expect("timestamp_ms");
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        assert!(now - ts >= 3_600_000 - 1000, "offset {} ms", now - ts);
+    }
+}

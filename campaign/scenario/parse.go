@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -69,13 +70,36 @@ func Parse(data []byte) (*Scenario, error) {
 }
 
 // Marshal renders a scenario as YAML (the resolved form that
-// `campaign show` prints and campaign.json records).
+// `campaign show` prints and campaign.json records), fields in schema
+// order.
 func Marshal(s *Scenario) ([]byte, error) {
-	b, err := yaml.Marshal(s)
+	js, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	return b, nil
+	// JSON is YAML: decoding it into a node keeps the struct's field
+	// order, which a map-based YAML encoder would sort away.
+	var n yaml3.Node
+	if err := yaml3.Unmarshal(js, &n); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	plain(&n)
+	var buf bytes.Buffer
+	enc := yaml3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// plain drops the JSON flow and quoting styles, so the encoder writes
+// block YAML and quotes only where needed.
+func plain(n *yaml3.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		plain(c)
+	}
 }
 
 // checkShape walks the decoded JSON against the Go type and reports unknown

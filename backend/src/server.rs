@@ -23,6 +23,8 @@ pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// How often waits (hang, probe timeout, idle reads) look at shutdown and
 /// at whether the client is still there.
 pub const POLL: Duration = Duration::from_millis(50);
+/// Read timeout of connections: how soon an idle one notices shutdown.
+const IDLE_WAKE: Duration = Duration::from_millis(500);
 
 pub struct App {
     pub cfg: Config,
@@ -352,7 +354,9 @@ impl App {
     pub fn serve_conn(&self, stream: TcpStream) {
         *self.conns.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(POLL * 4));
+        // Reads wake up this often to notice shutdown; long enough that
+        // hundreds of idle keep-alive connections cost next to nothing.
+        let _ = stream.set_read_timeout(Some(IDLE_WAKE));
         let peek_stream = stream.try_clone().ok();
         let mut client_gone = || peek_stream.as_ref().is_none_or(peer_closed);
         let mut conn = Conn::new(stream);

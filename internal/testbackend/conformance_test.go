@@ -572,6 +572,32 @@ func TestSignal_TermFinishesInFlightAndExits0(t *testing.T) {
 	}
 }
 
+func TestBackend_Helpers(t *testing.T) {
+	t.Parallel()
+	b := testbackend.Start(t, "--service-time", "1ms", "--concurrency", "2")
+	getWork(t, client(), b, 1)
+	s, err := b.Stats()
+	if err != nil || s.Served != 1 || s.Capacity != 2 {
+		t.Errorf("Stats: %+v %v", s, err)
+	}
+	p, err := b.Probe()
+	if err != nil || p.LatencyMS == nil || p.Samples != 1 {
+		t.Errorf("Probe: %+v %v", p, err)
+	}
+	if s, err := b.Reset(); err != nil || s.Served != 0 {
+		t.Errorf("Reset: %+v %v", s, err)
+	}
+	b.Kill()
+	if _, err := b.Stats(); err == nil {
+		t.Error("Stats after Kill succeeded")
+	}
+	select {
+	case <-b.Done():
+	default:
+		t.Error("Done not closed after Kill")
+	}
+}
+
 func TestStart_ManyConcurrentClients(t *testing.T) {
 	t.Parallel()
 	b := testbackend.Start(t, "--service-time", "1ms", "--concurrency", "8")

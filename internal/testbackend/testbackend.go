@@ -6,6 +6,7 @@ package testbackend
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,79 @@ type Backend struct {
 	done     chan struct{}
 	waitErr  error
 	stopOnce sync.Once
+	killed   bool
+}
+
+// Stats is the backend's /stats (and POST /reset) answer.
+type Stats struct {
+	InFlight int    `json:"in_flight"`
+	Queued   int    `json:"queued"`
+	Served   uint64 `json:"served"`
+	Rejected uint64 `json:"rejected"`
+	MaxQueue int    `json:"max_queue"`
+	Capacity int    `json:"capacity"`
+}
+
+// Probe is the backend's /prequal/probe answer; LatencyMS is nil for
+// "unknown" (no recent samples).
+type Probe struct {
+	RIF         int      `json:"rif"`
+	LatencyMS   *float64 `json:"latency_median_ms"`
+	TimestampMS int64    `json:"timestamp_ms"`
+	Samples     int      `json:"samples"`
+}
+
+// Stats fetches /stats.
+func (b *Backend) Stats() (Stats, error) {
+	var s Stats
+	return s, b.getJSON(http.MethodGet, "/stats", &s)
+}
+
+// Reset posts /reset and returns the counters after it.
+func (b *Backend) Reset() (Stats, error) {
+	var s Stats
+	return s, b.getJSON(http.MethodPost, "/reset", &s)
+}
+
+// Probe fetches /prequal/probe.
+func (b *Backend) Probe() (Probe, error) {
+	var p Probe
+	return p, b.getJSON(http.MethodGet, "/prequal/probe", &p)
+}
+
+func (b *Backend) getJSON(method, path string, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, b.URL(path), nil)
+	if err != nil {
+		return fmt.Errorf("testbackend: %s %s: %w", method, path, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("testbackend: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("testbackend: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("testbackend: %s %s: status %d: %q", method, path, resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("testbackend: %s %s: decoding %q: %w", method, path, data, err)
+	}
+	return nil
+}
+
+// Kill ends the process with SIGKILL (a crashed replica) and waits for it;
+// the cleanup registered by Start then expects no clean exit.
+func (b *Backend) Kill() {
+	b.mu.Lock()
+	b.killed = true
+	b.mu.Unlock()
+	_ = b.Cmd.Process.Kill()
+	<-b.done
 }
 
 // URL returns "http://<Addr><path>".
@@ -212,7 +286,11 @@ func Start(t testing.TB, args ...string) *Backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if code, err := b.Stop(); code != 0 {
+		code, err := b.Stop()
+		b.mu.Lock()
+		killed := b.killed
+		b.mu.Unlock()
+		if code != 0 && !killed {
 			t.Errorf("testbackend: stop %s: %v", b.Addr, err)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -97,6 +98,25 @@ func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// padLogY leaves room above the data for the legend on a log axis.
+func padLogY(p *plot.Plot, lines []plotter.XYs) {
+	lo, hi := yRange(lines)
+	if lo > 0 && hi >= lo {
+		p.Y.Min, p.Y.Max = lo/1.5, hi*3
+	}
+}
+
+// yRange returns the smallest and largest Y of the lines drawn so far.
+func yRange(lines []plotter.XYs) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, pts := range lines {
+		for _, pt := range pts {
+			lo, hi = math.Min(lo, pt.Y), math.Max(hi, pt.Y)
+		}
+	}
+	return lo, hi
+}
+
 func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
 	if len(pts) == 0 {
 		return nil
@@ -118,9 +138,10 @@ func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
 func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	p := newPlot("Latency by percentile", "percentile", "latency (ms, log)")
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{fmtMs}
+	p.Y.Tick.Marker = logTicks{fmtTick}
 	maxX := 1.0
 	drawn := false
+	var lines []plotter.XYs
 	for i, alg := range a.Campaign.Algorithms {
 		h := artifacts.NewHistogram()
 		for _, r := range ds.Runs {
@@ -145,11 +166,13 @@ func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 		if err := addLine(p, alg, i, pts); err != nil {
 			return nil, err
 		}
+		lines = append(lines, pts)
 		drawn = true
 	}
 	if !drawn {
 		return nil, nil
 	}
+	padLogY(p, lines)
 	var ticks []plot.Tick
 	for _, t := range []struct {
 		x     float64
@@ -168,8 +191,9 @@ func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 func p99TimePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	p := newPlot("p99 over the measured window", "second", "p99 (ms, log)")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{fmtMs}
+	p.Y.Tick.Marker = logTicks{fmtTick}
 	drawn := false
+	var lines []plotter.XYs
 	for i, alg := range a.Campaign.Algorithms {
 		bySecond := map[int][]float64{}
 		for _, r := range ds.Runs {
@@ -194,11 +218,13 @@ func p99TimePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 		if err := addLine(p, alg, i, pts); err != nil {
 			return nil, err
 		}
+		lines = append(lines, pts)
 		drawn = drawn || len(pts) > 0
 	}
 	if !drawn {
 		return nil, nil
 	}
+	padLogY(p, lines)
 	return p, nil
 }
 
@@ -220,13 +246,15 @@ func sharesPlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	}
 	p := newPlot("Share of picks by backend group", "backend group", "share of picks (%)")
 	n := len(a.Shares)
-	width := vg.Points(math.Min(24, 240/float64(n*len(groups))))
+	width := vg.Points(math.Min(60, 300/float64(n*len(groups))))
+	top := 0.0
 	for i, s := range a.Shares {
 		vals := make(plotter.Values, len(groups))
 		for j, g := range groups {
 			for _, gs := range s.Groups {
 				if gs.Group == g && !math.IsNaN(float64(gs.Share)) {
 					vals[j] = 100 * float64(gs.Share)
+					top = math.Max(top, vals[j])
 				}
 			}
 		}
@@ -241,8 +269,12 @@ func sharesPlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 		p.Legend.Add(s.Algorithm, bc)
 	}
 	p.NominalX(groups...)
-	p.Y.Min = 0
+	p.Y.Min, p.Y.Max = 0, math.Min(100, top*1.25+1)
+	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	p.Legend.Left = false
 	p.Legend.ThumbnailWidth = vg.Points(10)
 	return p, nil
 }
+
+// fmtTick prints an axis value without trailing zeros.
+func fmtTick(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -140,7 +140,7 @@ func TestMannWhitneyU_ExactWithTies(t *testing.T) {
 		t.Fatalf("got %+v", u)
 	}
 	near(t, "p", u.P, 0.3, 1e-12)
-	near(t, "minP", u.MinP, 0.3, 1e-12)
+	near(t, "minP", u.MinP, 0.1, 1e-12) // sample sizes, untied
 }
 
 func TestMannWhitneyU_NormalApproximation(t *testing.T) {

@@ -22,8 +22,9 @@ type UTest struct {
 	// Exact is true when P comes from the exact permutation distribution
 	// (conditional on ties), false for the normal approximation.
 	Exact bool
-	// MinP is the smallest p-value these sample sizes can produce: with 3
-	// per side it is 0.1, so no difference can ever be significant.
+	// MinP is the smallest p-value these sample sizes can produce with
+	// untied data: with 3 per side it is 0.1, so no difference can ever be
+	// significant.
 	MinP     float64
 	Warnings []error
 }
@@ -56,11 +57,11 @@ func MannWhitneyU(x, y []float64, alpha float64) UTest {
 	ranks2, tieSizes := doubledMidranks(x, y)
 	if N <= ExactLimit {
 		t.Exact = true
-		t.P, t.MinP = exactP(ranks2, m)
+		t.P = exactP(ranks2, m)
 	} else {
 		t.P = normalP(t.U, m, n, tieSizes)
-		t.MinP = 2 / binom(N, m)
 	}
+	t.MinP = math.Min(1, 2/binom(N, m))
 	if t.MinP >= alpha {
 		t.Warnings = append(t.Warnings, fmt.Errorf("%w: with %d and %d samples the smallest possible p is %.3f (need at least 4 per side for p < %.2g)",
 			ErrTooFewForSignificance, m, n, t.MinP, alpha))
@@ -110,8 +111,8 @@ func doubledMidranks(x, y []float64) (ranks2 []int, tieSizes []int) {
 
 // exactP returns the two-sided p of the doubled rank sum of the first m
 // ranks among all C(N, m) equally likely assignments, counted by a subset-sum
-// recursion, and the smallest p attainable.
-func exactP(ranks2 []int, m int) (p, minP float64) {
+// recursion.
+func exactP(ranks2 []int, m int) float64 {
 	maxSum := 0
 	for _, r := range ranks2 {
 		maxSum += r
@@ -145,15 +146,7 @@ func exactP(ranks2 []int, m int) (p, minP float64) {
 			ge += c
 		}
 	}
-	p = math.Min(1, 2*math.Min(le, ge)/total)
-	// The most extreme outcome is the smallest attainable sum.
-	for _, c := range dist {
-		if c > 0 {
-			minP = math.Min(1, 2*c/total)
-			break
-		}
-	}
-	return p, minP
+	return math.Min(1, 2*math.Min(le, ge)/total)
 }
 
 // normalP is the normal approximation with continuity and tie correction.

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports"
+)
+
+func init() { subcommands = append(subcommands, newReportCommand) }
+
+// reportFlags holds the report command's flags.
+type reportFlags struct {
+	check      bool
+	compare    string
+	threshold  float64
+	reference  string
+	output     string
+	confidence float64
+	resamples  int
+}
+
+func newReportCommand() *cobra.Command {
+	f := &reportFlags{}
+	cmd := &cobra.Command{
+		Use:   "report DIR",
+		Short: "Rebuild REPORT.md and plots from a campaign's artifacts, check them, or compare two campaigns",
+		Long: `report reads a campaign directory (campaign.json, runs/*/...) and writes
+DIR/REPORT.md and DIR/plots/*.svg. The same artifacts always give the same bytes.
+
+  report DIR                   write REPORT.md and plots
+  report DIR --check           exit 1 when REPORT.md or a plot differs from the artifacts
+  report NEW --compare OLD     write NEW/COMPARE.md; exit 1 on a significant regression
+  report DIR -o json           print the aggregated numbers as JSON
+
+Exit codes: 0 ok, 1 check failed or regression, 2 bad input.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return &exitError{2, fmt.Errorf("report: want exactly one campaign directory, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runReport(cmd, args[0], f) },
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.check, "check", false, "exit 1 when REPORT.md or a plot differs from what the artifacts give")
+	fl.StringVar(&f.compare, "compare", "", "compare with the campaign in this directory (same scenario) and write COMPARE.md")
+	fl.Float64Var(&f.threshold, "threshold", 0.10, "relative change --compare tolerates before calling a significant change a regression")
+	fl.StringVar(&f.reference, "reference", "", "algorithm the others are compared against (default: the campaign's, else prequal)")
+	fl.StringVarP(&f.output, "output", "o", "markdown", "output: markdown (write REPORT.md and plots) or json (print the numbers)")
+	fl.Float64Var(&f.confidence, "confidence", 0.95, "confidence level of every interval")
+	fl.IntVar(&f.resamples, "resamples", 10000, "bootstrap resamples for the ratio intervals")
+	return cmd
+}
+
+func runReport(cmd *cobra.Command, dir string, f *reportFlags) error {
+	opts := reports.Options{Reference: f.reference, Threshold: f.threshold, Confidence: f.confidence, Resamples: f.resamples}
+	switch {
+	case f.output != "markdown" && f.output != "json":
+		return &exitError{2, fmt.Errorf("report: -o %q, want markdown or json", f.output)}
+	case f.check && f.compare != "":
+		return &exitError{2, errors.New("report: --check and --compare exclude each other")}
+	case f.output == "json" && (f.check || f.compare != ""):
+		return &exitError{2, errors.New("report: -o json prints the numbers of one campaign; drop --check or --compare")}
+	case f.resamples <= 0:
+		return &exitError{2, fmt.Errorf("report: --resamples %d, want a positive count", f.resamples)}
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case f.output == "json":
+		return classify(reports.WriteJSON(out, dir, opts))
+	case f.check:
+		if err := reports.Check(dir, opts); err != nil {
+			return classify(err)
+		}
+		fmt.Fprintf(out, "%s and plots match the artifacts in %s\n", artifacts.ReportFile, dir)
+		return nil
+	case f.compare != "":
+		regressed, err := reports.Compare(dir, f.compare, opts)
+		if err != nil {
+			return classify(err)
+		}
+		path := filepath.Join(dir, reports.CompareFile)
+		if regressed {
+			return &exitError{1, fmt.Errorf("report: %s regressed against %s (see %s)", dir, f.compare, path)}
+		}
+		fmt.Fprintf(out, "no significant regression; wrote %s\n", path)
+		return nil
+	}
+	if err := reports.Build(dir, opts); err != nil {
+		return classify(err)
+	}
+	fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, artifacts.ReportFile))
+	return nil
+}
+
+// classify maps reporter errors to exit codes: 2 for bad input, 1 otherwise.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if reports.IsBadInput(err) {
+		return &exitError{2, err}
+	}
+	return &exitError{1, err}
+}

@@ -1,0 +1,211 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports/stats"
+)
+
+// CompareFile is the comparison Compare writes into the new campaign.
+const CompareFile = "COMPARE.md"
+
+// errorRateFloor is the smallest absolute rise of the error rate that can
+// count as a regression, so 0.01% → 0.02% does not fail a nightly run.
+const errorRateFloor = 0.001
+
+// MetricChange is one metric of one algorithm, old campaign against new.
+type MetricChange struct {
+	Algorithm string `json:"algorithm"`
+	Metric    string `json:"metric"`
+	OldMedian Num    `json:"old_median"`
+	NewMedian Num    `json:"new_median"`
+	// Ratio is new / old.
+	Ratio     Num    `json:"ratio"`
+	P         Num    `json:"p"`
+	Gated     bool   `json:"gated"`
+	Regressed bool   `json:"regressed"`
+	Verdict   string `json:"verdict"`
+}
+
+// Compare compares the campaign in newDir against the one in oldDir (same
+// scenario), writes newDir/COMPARE.md and reports whether any gated metric
+// regressed: a latency (p50, p99, p99.9) worse by more than the threshold
+// with p < alpha, throughput lower by more than the threshold with
+// p < alpha, or an error rate above old × (1 + threshold) and at least
+// 0.1 percentage points higher.
+func Compare(newDir, oldDir string, opts Options) (regressed bool, err error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return false, err
+	}
+	nds, err := load(newDir)
+	if err != nil {
+		return false, err
+	}
+	ods, err := load(oldDir)
+	if err != nil {
+		return false, err
+	}
+	if nds.Campaign.Scenario != ods.Campaign.Scenario {
+		return false, badInput("reports: compare: %s ran scenario %q but %s ran %q: only campaigns of the same scenario compare",
+			newDir, nds.Campaign.Scenario, oldDir, ods.Campaign.Scenario)
+	}
+	changes, notes := compareDatasets(nds, ods, o)
+	var buf bytes.Buffer
+	writeCompare(&buf, nds, ods, changes, notes, o)
+	if err := artifacts.WriteFileAtomic(filepath.Join(newDir, CompareFile), buf.Bytes()); err != nil {
+		return false, fmt.Errorf("reports: compare: %w", err)
+	}
+	for _, c := range changes {
+		regressed = regressed || c.Regressed
+	}
+	return regressed, nil
+}
+
+// okValues returns each algorithm's per-run values of every metric.
+func okValues(ds *dataset) map[string]map[string][]float64 {
+	out := map[string]map[string][]float64{}
+	for _, r := range ds.Runs {
+		if !r.ok() {
+			continue
+		}
+		m := measure(r)
+		if out[r.Run.Algorithm] == nil {
+			out[r.Run.Algorithm] = map[string][]float64{}
+		}
+		for _, mt := range metrics {
+			out[r.Run.Algorithm][mt.Key] = append(out[r.Run.Algorithm][mt.Key], mt.get(m))
+		}
+	}
+	return out
+}
+
+func compareDatasets(nds, ods *dataset, o Options) ([]MetricChange, []string) {
+	nv, ov := okValues(nds), okValues(ods)
+	var changes []MetricChange
+	var notes []string
+	if nds.Campaign.ScenarioYAML != ods.Campaign.ScenarioYAML {
+		notes = append(notes, "the resolved scenarios differ (overrides or --duration-scale): read the comparison with care")
+	}
+	for _, alg := range algorithms(nds) {
+		if ov[alg] == nil || nv[alg] == nil {
+			notes = append(notes, fmt.Sprintf("%s has successful runs in only one of the two campaigns: not compared", alg))
+			continue
+		}
+		for _, m := range metrics {
+			changes = append(changes, compareMetric(alg, m, ov[alg][m.Key], nv[alg][m.Key], o))
+		}
+	}
+	for _, alg := range algorithms(ods) {
+		if !slices.Contains(algorithms(nds), alg) {
+			notes = append(notes, fmt.Sprintf("%s ran only in the old campaign: not compared", alg))
+		}
+	}
+	return changes, notes
+}
+
+func compareMetric(alg string, m metric, old, cur []float64, o Options) MetricChange {
+	om, nm := stats.Median(old), stats.Median(cur)
+	u := stats.MannWhitneyU(old, cur, o.Alpha)
+	c := MetricChange{Algorithm: alg, Metric: m.Key, OldMedian: Num(om), NewMedian: Num(nm), Ratio: Num(ratioOf(nm, om)), P: Num(u.P)}
+	sig := !math.IsNaN(u.P) && u.P < o.Alpha
+	r := float64(c.Ratio)
+	worse := (m.LowerBetter && r > 1+o.Threshold) || (!m.LowerBetter && r < 1-o.Threshold)
+	better := (m.LowerBetter && r < 1-o.Threshold) || (!m.LowerBetter && r > 1+o.Threshold)
+	switch m.Key {
+	case "p50_ms", "p99_ms", "p999_ms", "throughput_rps":
+		c.Gated = true
+		c.Regressed = worse && sig
+	case "error_rate":
+		c.Gated = true
+		c.Regressed = nm > om*(1+o.Threshold) && nm-om >= errorRateFloor
+	}
+	switch {
+	case c.Regressed:
+		c.Verdict = "REGRESSED"
+	case m.Key == "error_rate" && nm > om && nm-om >= errorRateFloor:
+		c.Verdict = "higher, within threshold"
+	case m.Key == "error_rate":
+		c.Verdict = "ok"
+	case !sig && u.MinP >= o.Alpha:
+		c.Verdict = fmt.Sprintf("~ (too few runs: %d vs %d)", len(old), len(cur))
+	case !sig:
+		c.Verdict = "~ (not significant)"
+	case worse:
+		c.Verdict = "worse (not gated)"
+	case better:
+		c.Verdict = "improved"
+	default:
+		c.Verdict = "within threshold"
+	}
+	return c
+}
+
+// ratioOf divides, with 0/0 = 1 and x/0 = +Inf.
+func ratioOf(a, b float64) float64 {
+	if b == 0 {
+		if a == 0 {
+			return 1
+		}
+		return math.Inf(1)
+	}
+	return a / b
+}
+
+func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, notes []string, o Options) {
+	p := func(format string, args ...any) { fmt.Fprintf(buf, format, args...) }
+	p("# %s — campaign %s compared with %s\n\n", nds.Campaign.Scenario, nds.Campaign.ID, ods.Campaign.ID)
+	p("Each row compares the median across successful runs of the old campaign with the new one; p is a two-sided "+
+		"Mann–Whitney U test over runs. A metric regresses when p50, p99 or p99.9 got more than %.0f%% worse, or throughput "+
+		"fell more than %.0f%%, with p < %.2g; or when the error rate rose more than %.0f%% and by at least %.1f percentage points.\n\n",
+		o.Threshold*100, o.Threshold*100, o.Alpha, o.Threshold*100, errorRateFloor*100)
+	var regs []string
+	for _, c := range changes {
+		if c.Regressed {
+			regs = append(regs, c.Algorithm+" "+metricByKey(c.Metric).Label)
+		}
+	}
+	if len(regs) > 0 {
+		p("**Verdict: regressed** (%d): %s.\n\n", len(regs), joinComma(regs))
+	} else {
+		p("**Verdict: no significant regression.**\n\n")
+	}
+	for _, n := range notes {
+		p("- %s\n", n)
+	}
+	if len(notes) > 0 {
+		p("\n")
+	}
+	var rows [][]string
+	for _, c := range changes {
+		m := metricByKey(c.Metric)
+		f := formatter(c.Metric)
+		label := fmt.Sprintf("%s (%s)", m.Label, m.Unit)
+		if c.Metric == "error_rate" {
+			label = "error rate"
+		}
+		rows = append(rows, []string{c.Algorithm, label, f(float64(c.OldMedian)), f(float64(c.NewMedian)),
+			fmtRatio(float64(c.Ratio)), fmtP(float64(c.P)), c.Verdict})
+	}
+	if len(rows) == 0 {
+		p("Nothing to compare: no algorithm has successful runs in both campaigns.\n")
+		return
+	}
+	mdTable(buf, []string{"algorithm", "metric", "old", "new", "new/old", "p", "verdict"}, rows, 2, 3, 4, 5)
+}
+
+func joinComma(xs []string) string {
+	var b bytes.Buffer
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(x)
+	}
+	return b.String()
+}

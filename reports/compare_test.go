@@ -1,0 +1,92 @@
+package reports_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prequalbench/prequalbench/reports"
+	"github.com/prequalbench/prequalbench/reports/reportstest"
+)
+
+// regressedSpec is the default campaign with prequal's tail twice as slow
+// and a different seed, so everything else differs only by noise.
+func regressedSpec(reps int) reportstest.Spec {
+	s := reportstest.Default(reps)
+	s.Seed = 43
+	s.ID = "20260102T000000Z-fixture"
+	p := s.Profiles["prequal"]
+	p.TailMs *= 2
+	s.Profiles = map[string]reportstest.Profile{"prequal": p, "round-robin": s.Profiles["round-robin"]}
+	return s
+}
+
+func TestCompare_PlantedP99RegressionFails(t *testing.T) {
+	old := fixture(t, reportstest.Default(4))
+	cur := fixture(t, regressedSpec(4))
+	regressed, err := reports.Compare(cur, old, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regressed {
+		t.Fatal("p99 ×2 over 4 reps was not flagged as a regression")
+	}
+	b, err := os.ReadFile(filepath.Join(cur, reports.CompareFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	if !strings.Contains(md, "**Verdict: regressed**") || !strings.Contains(md, "prequal p99") {
+		t.Errorf("COMPARE.md does not name the regression:\n%s", md)
+	}
+	// round-robin did not change: none of its rows may regress.
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "| round-robin") && strings.Contains(line, "REGRESSED") {
+			t.Errorf("round-robin flagged: %s", line)
+		}
+	}
+}
+
+func TestCompare_IdenticalCampaignsPass(t *testing.T) {
+	dir := fixture(t, reportstest.Default(4))
+	regressed, err := reports.Compare(dir, dir, reports.Options{})
+	if err != nil || regressed {
+		t.Fatalf("identical campaigns: regressed %v, err %v", regressed, err)
+	}
+}
+
+func TestCompare_RegressionWithinThresholdOrTooFewRepsPasses(t *testing.T) {
+	old := fixture(t, reportstest.Default(4))
+	cur := fixture(t, regressedSpec(4))
+	// A 150% threshold tolerates the doubling.
+	if regressed, err := reports.Compare(cur, old, reports.Options{Threshold: 1.5}); err != nil || regressed {
+		t.Errorf("threshold 1.5: regressed %v, err %v", regressed, err)
+	}
+	// With 3 reps per side p >= 0.1: never significant.
+	old3, cur3 := fixture(t, reportstest.Default(3)), fixture(t, regressedSpec(3))
+	if regressed, err := reports.Compare(cur3, old3, reports.Options{}); err != nil || regressed {
+		t.Errorf("3 reps: regressed %v, err %v", regressed, err)
+	}
+}
+
+func TestCompare_ErrorRateRiseFails(t *testing.T) {
+	old := fixture(t, reportstest.Default(4))
+	s := reportstest.Default(4)
+	p := s.Profiles["round-robin"]
+	p.ErrorRate = 0.05
+	s.Profiles["round-robin"] = p
+	regressed, err := reports.Compare(fixture(t, s), old, reports.Options{})
+	if err != nil || !regressed {
+		t.Errorf("error rate 0 → 5%%: regressed %v, err %v", regressed, err)
+	}
+}
+
+func TestCompare_DifferentScenariosRefused(t *testing.T) {
+	s := reportstest.Default(4)
+	s.Scenario = "other"
+	_, err := reports.Compare(fixture(t, s), fixture(t, reportstest.Default(4)), reports.Options{})
+	if err == nil || !reports.IsBadInput(err) || !strings.Contains(err.Error(), "same scenario") {
+		t.Errorf("err = %v, want a bad-input error about the scenario", err)
+	}
+}

@@ -1,0 +1,266 @@
+package ingress
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// AdminConfig configures the admin handler.
+type AdminConfig struct {
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every endpoint except /healthz and /readyz.
+	Token string
+	// Pprof mounts /debug/pprof/.
+	Pprof bool
+	// Ready backs /readyz; nil means ready once routes were received.
+	Ready func() bool
+}
+
+// maxAdminBody bounds admin request bodies.
+const maxAdminBody = 1 << 20
+
+// Run starts the prober workers and the idle-probe ticker; it returns when
+// ctx ends.
+func (i *Ingress) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		i.prober.Run(ctx)
+	}()
+	if every := i.opts.Policy.Prequal.IdleProbeInterval; every > 0 {
+		// Tick well inside the idle interval so an idle route's probes are
+		// not late by up to a whole interval.
+		tick := max(every/4, 5*time.Millisecond)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case now := <-t.C:
+				for _, rs := range i.table.Load().routes {
+					rs.idleProbes(now)
+				}
+			}
+		}
+	}
+	<-done
+	i.transport.CloseIdleConnections()
+	return nil
+}
+
+// State is a snapshot of every route's configuration and counters.
+func (i *Ingress) State() adminapi.State {
+	t := i.table.Load()
+	s := adminapi.State{Routes: make([]adminapi.RouteState, 0, len(t.routes)), ProbeQueueDepth: i.prober.QueueDepth()}
+	for _, rs := range t.routes {
+		s.Routes = append(s.Routes, rs.state())
+	}
+	return s
+}
+
+func (rs *routeState) state() adminapi.RouteState {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.stateLocked()
+}
+
+func (rs *routeState) stateLocked() adminapi.RouteState {
+	return adminapi.RouteState{
+		Key: rs.key, Host: rs.host, Path: rs.path, PathType: rs.pathType, Algorithm: rs.algo,
+		Requests: rs.requests.Load(), NoEndpoint: rs.noEndpoint.Load(), UpstreamErrors: rs.upstreamErrors.Load(),
+		Policy: rs.policy.Stats(),
+	}
+}
+
+// Routes lists the routes in key order.
+func (i *Ingress) Routes() []adminapi.Route {
+	t := i.table.Load()
+	out := make([]adminapi.Route, 0, len(t.routes))
+	for _, rs := range t.routes {
+		rs.mu.Lock()
+		out = append(out, adminapi.Route{
+			Key: rs.key, Host: rs.host, Path: rs.path, PathType: rs.pathType, Algorithm: rs.algo,
+			Endpoints: append([]string{}, rs.endpoints...),
+		})
+		rs.mu.Unlock()
+	}
+	return out
+}
+
+// Reset clears the pools and per-run counters of one route (key) or all
+// (key ""), and returns the state of the reset routes as it was right after
+// each was reset, so a caller can verify the reset. Prometheus counters are
+// monotonic and are not reset.
+func (i *Ingress) Reset(key string) (adminapi.State, error) {
+	t := i.table.Load()
+	if key != "" && t.byKey[key] == nil {
+		return adminapi.State{}, fmt.Errorf("%w %q", ErrUnknownRoute, key)
+	}
+	now := time.Now()
+	s := adminapi.State{Routes: []adminapi.RouteState{}}
+	for _, rs := range t.routes {
+		if key != "" && rs.key != key {
+			continue
+		}
+		rs.mu.Lock()
+		rs.policy.Reset(now)
+		rs.requests.Store(0)
+		rs.noEndpoint.Store(0)
+		rs.upstreamErrors.Store(0)
+		s.Routes = append(s.Routes, rs.stateLocked())
+		rs.mu.Unlock()
+	}
+	s.ProbeQueueDepth = i.prober.QueueDepth()
+	return s, nil
+}
+
+// Admin returns the admin API handler.
+func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
+	ready := cfg.Ready
+	if ready == nil {
+		ready = i.Synced
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !ready() {
+			writeJSONError(w, http.StatusServiceUnavailable, "not ready: no complete route set yet, or shutting down")
+			return
+		}
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(i.reg, promhttp.HandlerOpts{Registry: i.reg}))
+	mux.HandleFunc("/routes", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, i.Routes())
+	}))
+	mux.HandleFunc("/admin/state", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, i.State())
+	}))
+	mux.HandleFunc("/admin/algorithm", method(http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		var req adminapi.AlgorithmRequest
+		if err := decodeBody(r, &req, false); err != nil {
+			writeJSONError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if _, err := loadbalancer.Canonical(req.Algorithm); err != nil {
+			writeJSONError(w, http.StatusBadRequest, "admin: algorithm: "+err.Error())
+			return
+		}
+		if err := i.SetAlgorithm(req.Route, req.Algorithm); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, i.State())
+	}))
+	mux.HandleFunc("/admin/reset", method(http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		var req adminapi.ResetRequest
+		if err := decodeBody(r, &req, true); err != nil {
+			writeJSONError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s, err := i.Reset(req.Route)
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s)
+	}))
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("admin: no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	if cfg.Token == "" {
+		return mux
+	}
+	want := []byte("Bearer " + cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="prequalbench-admin"`)
+			writeJSONError(w, http.StatusUnauthorized, "admin: missing or wrong bearer token")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func method(m string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != m {
+			w.Header().Set("Allow", m)
+			writeJSONError(w, http.StatusMethodNotAllowed, fmt.Sprintf("admin: %s wants %s, got %s", r.URL.Path, m, r.Method))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// decodeBody decodes one JSON object, rejecting unknown fields. An empty
+// body is allowed only when optional.
+func decodeBody(r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil {
+		return fmt.Errorf("admin: reading body: %v", err)
+	}
+	if len(body) > maxAdminBody {
+		return fmt.Errorf("admin: body larger than %d bytes", maxAdminBody)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if optional {
+			return nil
+		}
+		return errors.New("admin: empty body, want a JSON object")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("admin: bad JSON body: %v", err)
+	}
+	if dec.More() {
+		return errors.New("admin: bad JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+func writeAdminError(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrUnknownRoute) {
+		writeJSONError(w, http.StatusNotFound, "admin: "+err.Error())
+		return
+	}
+	writeJSONError(w, http.StatusBadRequest, "admin: "+err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, adminapi.Error{Error: msg})
+}

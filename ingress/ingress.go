@@ -1,0 +1,432 @@
+// Package ingress is the dataplane: it matches requests to routes, picks an
+// endpoint with the route's load-balancing policy, proxies the request over
+// one shared transport, reports how it went back to the policy, carries out
+// the policy's probe plans and exposes its state on an admin API.
+//
+// Concurrency: the route table is an immutable value swapped atomically by
+// Update, so the request path takes no global lock. Each route (pool key)
+// has one mutex, held only around policy calls. Ingress.mu serializes the
+// writers (Update, SetAlgorithm); it is never taken on the request path and
+// is always taken before a route's mutex.
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/prequalbench/prequalbench/ingress/metrics"
+	"github.com/prequalbench/prequalbench/ingress/prober"
+	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/ingress/router"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// Options configure an Ingress. Zero fields take the documented defaults.
+type Options struct {
+	// DefaultAlgorithm is used by routes that name none; default "prequal".
+	DefaultAlgorithm string
+	// Policy holds the policies' parameters; the zero value means
+	// loadbalancer.DefaultConfig().
+	Policy loadbalancer.Config
+	// DialContext dials backends for both the proxy transport and the
+	// prober; nil means a net.Dialer with a 2 s timeout.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// UpstreamTimeout is the longest wait for a backend's response headers
+	// before answering 504; default 5 s.
+	UpstreamTimeout time.Duration
+	// ProbeTimeout bounds one probe; default 100 ms.
+	ProbeTimeout time.Duration
+	// ProbeStaleAfter is the largest accepted skew between a backend's probe
+	// timestamp and the local clock; default 5 s.
+	ProbeStaleAfter time.Duration
+	// ProbeWorkers and ProbeQueueSize size the prober; defaults 16 and 4096.
+	ProbeWorkers   int
+	ProbeQueueSize int
+	// Retry allows one retry on a different endpoint when connecting to the
+	// first one failed and the request is idempotent and has no body.
+	Retry bool
+	// Registry receives the metrics; nil means a new registry that also
+	// carries the Go and process collectors.
+	Registry *prometheus.Registry
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Seed seeds the per-route random sources; 0 means random.
+	Seed uint64
+}
+
+// ErrUnknownRoute is returned for a route key the ingress does not have.
+var ErrUnknownRoute = errors.New("ingress: unknown route")
+
+// errNoEndpoints travels from the route's transport to its error handler.
+var errNoEndpoints = errors.New("ingress: no endpoints")
+
+// Ingress is the dataplane. It implements http.Handler (the proxy) and
+// route.Sink.
+type Ingress struct {
+	opts      Options
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	metrics   *metrics.Metrics
+	prober    *prober.Prober
+	transport *http.Transport
+	bufPool   bufferPool
+	errLog    *log.Logger
+	seed      uint64
+
+	table  atomic.Pointer[table]
+	synced atomic.Bool
+
+	mu          sync.Mutex        // serializes writers; see the package comment
+	overrides   map[string]string // admin algorithm per route key
+	overrideAll string            // admin algorithm for every route
+}
+
+var (
+	_ http.Handler = (*Ingress)(nil)
+	_ route.Sink   = (*Ingress)(nil)
+)
+
+// table is one immutable route set.
+type table struct {
+	router *router.Router[*routeState]
+	routes []*routeState // sorted by key
+	byKey  map[string]*routeState
+}
+
+// New builds an Ingress with no routes; feed it with Update and start its
+// prober with Run.
+func New(opts Options) (*Ingress, error) {
+	if opts.DefaultAlgorithm == "" {
+		opts.DefaultAlgorithm = loadbalancer.NamePrequal
+	}
+	algo, err := loadbalancer.Canonical(opts.DefaultAlgorithm)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: default algorithm: %w", err)
+	}
+	opts.DefaultAlgorithm = algo
+	if opts.Policy == (loadbalancer.Config{}) {
+		opts.Policy = loadbalancer.DefaultConfig()
+	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("ingress: policy config: %w", err)
+	}
+	if opts.UpstreamTimeout == 0 {
+		opts.UpstreamTimeout = 5 * time.Second
+	}
+	if opts.ProbeTimeout == 0 {
+		opts.ProbeTimeout = 100 * time.Millisecond
+	}
+	if opts.ProbeWorkers == 0 {
+		opts.ProbeWorkers = 16
+	}
+	if opts.ProbeQueueSize == 0 {
+		opts.ProbeQueueSize = 4096
+	}
+	if opts.UpstreamTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
+		opts.ProbeWorkers < 0 || opts.ProbeQueueSize < 0 {
+		return nil, fmt.Errorf("ingress: UpstreamTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers and ProbeQueueSize must not be negative")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.DialContext == nil {
+		opts.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	i := &Ingress{
+		opts:      opts,
+		log:       opts.Logger,
+		reg:       opts.Registry,
+		seed:      opts.Seed,
+		overrides: map[string]string{},
+		errLog:    log.New(io.Discard, "", 0),
+	}
+	if i.seed == 0 {
+		i.seed = rand.Uint64()
+	}
+	if i.reg == nil {
+		i.reg = prometheus.NewRegistry()
+		i.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	i.metrics, err = metrics.New(i.reg, i.gaugeSnapshot)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: metrics: %w", err)
+	}
+	i.prober, err = prober.New(prober.Config{
+		Workers: opts.ProbeWorkers, QueueSize: opts.ProbeQueueSize, Timeout: opts.ProbeTimeout,
+		StaleAfter: opts.ProbeStaleAfter, DialContext: opts.DialContext,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	// One transport for every route, sized for thousands of requests per
+	// second spread over tens of backends, with keep-alive reuse.
+	i.transport = &http.Transport{
+		DialContext:           opts.DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: opts.UpstreamTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass bodies through as the backend encoded them
+	}
+	empty, _, _ := router.New[*routeState](nil)
+	i.table.Store(&table{router: empty, byKey: map[string]*routeState{}})
+	return i, nil
+}
+
+// Registry is the registry holding the ingress's metrics.
+func (i *Ingress) Registry() *prometheus.Registry { return i.reg }
+
+// Synced reports whether Update has been called at least once.
+func (i *Ingress) Synced() bool { return i.synced.Load() }
+
+// ObserveReconcile records one reconcile of a route source ("success" or
+// "error") and how long it took. Route sources find it by type assertion.
+func (i *Ingress) ObserveReconcile(result string, d time.Duration) {
+	i.metrics.Reconciles.WithLabelValues(result).Inc()
+	i.metrics.ReconcileDuration.Observe(d.Seconds())
+}
+
+// Update replaces the route set. Pools (policies, probe pools, counters) of
+// route keys that stay are kept and get the new endpoints; keys that go are
+// dropped with their metrics.
+func (i *Ingress) Update(specs []route.Spec) {
+	now := time.Now()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	old := i.table.Load()
+
+	sorted := slices.Clone(specs)
+	slices.SortStableFunc(sorted, func(a, b route.Spec) int {
+		if a.Key != b.Key {
+			return compareStrings(a.Key, b.Key)
+		}
+		if a.Origin != b.Origin {
+			return compareStrings(a.Origin, b.Origin)
+		}
+		if a.Host != b.Host {
+			return compareStrings(a.Host, b.Host)
+		}
+		return compareStrings(a.Path, b.Path)
+	})
+
+	t := &table{byKey: map[string]*routeState{}}
+	var rules []router.Rule[*routeState]
+	for _, s := range sorted {
+		rs := t.byKey[s.Key]
+		if rs == nil {
+			rs = old.byKey[s.Key]
+			if rs == nil {
+				rs = i.newRoute(s.Key)
+			}
+			t.byKey[s.Key] = rs
+			t.routes = append(t.routes, rs)
+			rs.mu.Lock()
+			rs.host, rs.path, rs.pathType, rs.specAlgo = s.Host, s.Path, s.PathType, s.Algorithm
+			rs.nextEndpoints = rs.nextEndpoints[:0]
+			rs.mu.Unlock()
+		}
+		rs.mu.Lock()
+		if rs.specAlgo == "" {
+			rs.specAlgo = s.Algorithm
+		}
+		for _, ep := range s.Endpoints {
+			if !slices.Contains(rs.nextEndpoints, ep) {
+				rs.nextEndpoints = append(rs.nextEndpoints, ep)
+			}
+		}
+		rs.mu.Unlock()
+		rules = append(rules, router.Rule[*routeState]{
+			Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key, Origin: s.Origin, Value: rs,
+		})
+	}
+	for _, rs := range t.routes {
+		i.applyLocked(rs, now)
+	}
+	r, conflicts, errs := router.New(rules)
+	for _, c := range conflicts {
+		i.metrics.RouteConflicts.Inc()
+		i.log.Warn("route conflict", "detail", c.String())
+	}
+	for _, err := range errs {
+		i.log.Error("invalid route rule skipped", "err", err)
+	}
+	t.router = r
+	i.table.Store(t)
+	for _, rs := range old.routes {
+		if t.byKey[rs.key] == nil {
+			i.metrics.DeleteRoute(rs.key)
+		}
+	}
+	i.synced.Store(true)
+}
+
+// applyLocked brings a route's policy in line with its endpoints and its
+// effective algorithm. i.mu is held.
+func (i *Ingress) applyLocked(rs *routeState, now time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	algo := i.effectiveAlgorithmLocked(rs.key, rs.specAlgo)
+	if rs.policy == nil || rs.algo != algo {
+		p, err := loadbalancer.New(algo, i.opts.Policy)
+		if err != nil {
+			// The algorithm was validated; only a broken registry gets here.
+			i.log.Error("policy construction failed; keeping the previous policy", "route", rs.key, "algorithm", algo, "err", err)
+			if rs.policy != nil {
+				return
+			}
+			p, _ = loadbalancer.New(i.opts.DefaultAlgorithm, i.opts.Policy)
+			algo = i.opts.DefaultAlgorithm
+		}
+		// rs.endpoints is replaced, never modified, so the policy may keep it.
+		rs.endpoints = slices.Clone(rs.nextEndpoints)
+		p.SetEndpoints(now, rs.endpoints)
+		rs.policy, rs.algo = p, algo
+		rs.usesProbes = loadbalancer.UsesProbes(algo)
+		i.resolveSelectionsLocked(rs)
+		return
+	}
+	if !slices.Equal(rs.endpoints, rs.nextEndpoints) {
+		rs.endpoints = slices.Clone(rs.nextEndpoints)
+		rs.policy.SetEndpoints(now, rs.endpoints)
+		i.resolveSelectionsLocked(rs)
+	}
+}
+
+// effectiveAlgorithmLocked: an admin choice for the route, else an admin
+// choice for all routes, else the route's own, else the default. A route's
+// own name that is unknown falls back to the default (and is logged).
+func (i *Ingress) effectiveAlgorithmLocked(key, specAlgo string) string {
+	if a := i.overrides[key]; a != "" {
+		return a
+	}
+	if i.overrideAll != "" {
+		return i.overrideAll
+	}
+	if specAlgo != "" {
+		a, err := loadbalancer.Canonical(specAlgo)
+		if err == nil {
+			return a
+		}
+		i.log.Error("route names an unknown algorithm; using the default", "route", key, "err", err, "default", i.opts.DefaultAlgorithm)
+	}
+	return i.opts.DefaultAlgorithm
+}
+
+// resolveSelectionsLocked caches the selection counters of the current
+// endpoints and algorithm, and drops series of endpoints that left.
+func (i *Ingress) resolveSelectionsLocked(rs *routeState) {
+	next := make(map[string]prometheus.Counter, len(rs.endpoints))
+	for _, ep := range rs.endpoints {
+		next[ep] = i.metrics.Selections.WithLabelValues(rs.key, ep, rs.algo)
+	}
+	for ep := range rs.selections {
+		if _, ok := next[ep]; !ok {
+			i.metrics.DeleteEndpoint(rs.key, ep)
+		}
+	}
+	rs.selections = next
+}
+
+// SetAlgorithm switches one route (key) or every route (key "") to algo. The
+// choice outlives route updates until the process ends. Requests in flight
+// finish on the policy that picked them.
+func (i *Ingress) SetAlgorithm(key, algo string) error {
+	canon, err := loadbalancer.Canonical(algo)
+	if err != nil {
+		return err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	t := i.table.Load()
+	if key == "" {
+		i.overrideAll = canon
+		clear(i.overrides)
+	} else {
+		if t.byKey[key] == nil {
+			return fmt.Errorf("%w %q", ErrUnknownRoute, key)
+		}
+		i.overrides[key] = canon
+	}
+	now := time.Now()
+	for _, rs := range t.routes {
+		if key == "" || rs.key == key {
+			i.applyLocked(rs, now)
+		}
+	}
+	return nil
+}
+
+func (i *Ingress) newRoute(key string) *routeState {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, key)
+	rs := &routeState{
+		key:          key,
+		ing:          i,
+		rng:          rand.New(rand.NewPCG(i.seed, h.Sum64())),
+		duration:     i.metrics.RequestDuration.WithLabelValues(key),
+		fallbacks:    i.metrics.Fallbacks.WithLabelValues(key),
+		probesSent:   i.metrics.ProbesSent.WithLabelValues(key),
+		probeLatency: i.metrics.ProbeDuration.WithLabelValues(key),
+		probeResults: map[loadbalancer.ProbeOutcome]prometheus.Counter{},
+	}
+	for _, o := range loadbalancer.ProbeOutcomes {
+		rs.probeResults[o] = i.metrics.ProbeResults.WithLabelValues(key, string(o))
+	}
+	rs.proxy = &httputil.ReverseProxy{
+		Rewrite:      rs.rewrite,
+		Transport:    rs,
+		BufferPool:   &i.bufPool,
+		ErrorHandler: rs.errorHandler,
+		ErrorLog:     i.errLog,
+	}
+	return rs
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// bufferPool recycles the 32 KiB copy buffers of the reverse proxies. It
+// stores array pointers so that neither Get nor Put allocates.
+type bufferPool struct{ p sync.Pool }
+
+const bufSize = 32 << 10
+
+var _ httputil.BufferPool = (*bufferPool)(nil)
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[bufSize]byte); ok {
+		return v[:]
+	}
+	return new([bufSize]byte)[:]
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) < bufSize {
+		return
+	}
+	b.p.Put((*[bufSize]byte)(buf[:bufSize]))
+}

@@ -1,0 +1,332 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prequalbench/prequalbench/ingress/metrics"
+	"github.com/prequalbench/prequalbench/ingress/prober"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// routeState is one route key: its policy, reverse proxy and counters.
+type routeState struct {
+	key   string
+	ing   *Ingress
+	proxy *httputil.ReverseProxy
+
+	mu sync.Mutex // guards the fields below; held only around policy calls
+	// Configuration, written by Update under Ingress.mu and mu.
+	host, path, pathType, specAlgo string
+	endpoints                      []string // replaced, never modified
+	nextEndpoints                  []string // scratch for Update
+	// Policy state.
+	policy     loadbalancer.Policy
+	algo       string
+	usesProbes bool
+	rng        *rand.Rand
+	probeBuf   []string
+	selections map[string]prometheus.Counter // by endpoint, for algo
+
+	// Counters since the last reset, for the admin state.
+	requests, noEndpoint, upstreamErrors atomic.Uint64
+	inFlight                             atomic.Int64
+
+	// Pre-resolved metric children.
+	codes        [600]atomic.Pointer[prometheus.Counter]
+	duration     prometheus.Observer
+	fallbacks    prometheus.Counter
+	probesSent   prometheus.Counter
+	probeLatency prometheus.Observer
+	probeResults map[loadbalancer.ProbeOutcome]prometheus.Counter // immutable
+}
+
+var (
+	_ http.RoundTripper = (*routeState)(nil)
+	_ prober.Target     = (*routeState)(nil)
+)
+
+// ServeHTTP proxies a request to an endpoint of the matching route.
+func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rule, ok := i.table.Load().router.Match(r.Host, r.URL.Path)
+	if !ok {
+		i.metrics.NoRoute.Inc()
+		writeText(w, http.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", r.Host, r.URL.Path))
+		return
+	}
+	rule.Value.proxy.ServeHTTP(w, r)
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg)
+}
+
+// rewrite prepares the outbound request; the endpoint is chosen later, in
+// RoundTrip. The inbound Host header is kept.
+func (rs *routeState) rewrite(pr *httputil.ProxyRequest) {
+	pr.Out.URL.Scheme = "http"
+	// Append to the client's X-Forwarded-For chain, as edge proxies do.
+	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
+		pr.Out.Header["X-Forwarded-For"] = xff
+	}
+	pr.SetXForwarded()
+}
+
+// RoundTrip picks an endpoint, sends the request over the shared transport
+// and arranges for the policy to hear when the response body is done.
+func (rs *routeState) RoundTrip(req *http.Request) (*http.Response, error) {
+	rs.requests.Add(1)
+	start := time.Now()
+	pol, p, err := rs.pick(start)
+	if err != nil {
+		return nil, errNoEndpoints
+	}
+	req.URL.Host = p.Endpoint
+	resp, err := rs.ing.transport.RoundTrip(req)
+	if err != nil && rs.ing.opts.Retry && retryable(req, err) {
+		// The request never reached the first endpoint: tell its policy,
+		// then try once more elsewhere.
+		now := time.Now()
+		rs.attemptDone(pol, p, now.Sub(start), 0, now)
+		if pol2, p2, ok := rs.pickOther(now, p.Endpoint); ok {
+			r2 := *req
+			u := *req.URL
+			u.Host = p2.Endpoint
+			r2.URL = &u
+			pol, p, start = pol2, p2, now
+			resp, err = rs.ing.transport.RoundTrip(&r2)
+		} else {
+			return nil, err
+		}
+	}
+	if err != nil {
+		now := time.Now()
+		status := 0
+		if req.Context().Err() != nil {
+			status = 499 // the client gave up; not the endpoint's fault
+		}
+		rs.attemptDone(pol, p, now.Sub(start), status, now)
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The upgraded connection needs the raw body; count the handshake.
+		now := time.Now()
+		rs.attemptDone(pol, p, now.Sub(start), resp.StatusCode, now)
+		rs.finish(resp.StatusCode)
+		return resp, nil
+	}
+	resp.Body = &trackedBody{ReadCloser: resp.Body, rs: rs, pol: pol, picked: p, start: start, status: resp.StatusCode}
+	return resp, nil
+}
+
+// pick runs the policy under the route lock, then hands the due probes to
+// the prober outside it.
+func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Picked, error) {
+	var stack [16]string
+	due := stack[:0]
+	rs.mu.Lock()
+	pol := rs.policy
+	p, err := pol.Pick(now, rs.rng)
+	if err != nil {
+		rs.mu.Unlock()
+		return nil, p, err
+	}
+	sel := rs.selections[p.Endpoint]
+	if rs.usesProbes {
+		rs.probeBuf = pol.ProbesDue(now, rs.rng, rs.probeBuf[:0])
+		due = append(due, rs.probeBuf...)
+	}
+	rs.mu.Unlock()
+	rs.inFlight.Add(1)
+	if sel != nil {
+		sel.Inc()
+	}
+	if p.Fallback {
+		rs.fallbacks.Inc()
+	}
+	rs.enqueue(due)
+	return pol, p, nil
+}
+
+// pickOther picks again, up to a few times, for an endpoint other than
+// avoid.
+func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Policy, loadbalancer.Picked, bool) {
+	for range 3 {
+		pol, p, err := rs.pick(now)
+		if err != nil {
+			return nil, p, false
+		}
+		if p.Endpoint != avoid {
+			return pol, p, true
+		}
+		rs.attemptDone(pol, p, 0, 0, now)
+	}
+	return nil, loadbalancer.Picked{}, false
+}
+
+// attemptDone reports one finished attempt to the policy that picked it.
+func (rs *routeState) attemptDone(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time) {
+	rs.mu.Lock()
+	pol.Done(now, p, latency, status)
+	rs.mu.Unlock()
+	rs.inFlight.Add(-1)
+}
+
+// finish counts a request's final status code.
+func (rs *routeState) finish(code int) {
+	if code < 100 || code >= len(rs.codes) {
+		code = 0
+	}
+	c := rs.codes[code].Load()
+	if c == nil {
+		v := rs.ing.metrics.Requests.WithLabelValues(rs.key, strconv.Itoa(code))
+		c = &v
+		rs.codes[code].Store(c)
+	}
+	(*c).Inc()
+}
+
+// retryable: only a failed connection (the request was not sent) of an
+// idempotent request without a body is retried.
+func retryable(req *http.Request, err error) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	if req.Context().Err() != nil {
+		return false
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// errorHandler answers requests that got no response from a backend.
+func (rs *routeState) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	var code int
+	var msg string
+	switch {
+	case errors.Is(err, errNoEndpoints):
+		rs.noEndpoint.Add(1)
+		code, msg = http.StatusServiceUnavailable, fmt.Sprintf("prequalbench ingress: route %q has no endpoints\n", rs.key)
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads an answer. 499 as nginx logs it.
+		rs.finish(499)
+		return
+	case isTimeout(err):
+		rs.upstreamErrors.Add(1)
+		code, msg = http.StatusGatewayTimeout, fmt.Sprintf("prequalbench ingress: upstream of route %q timed out\n", rs.key)
+	default:
+		rs.upstreamErrors.Add(1)
+		code, msg = http.StatusBadGateway, fmt.Sprintf("prequalbench ingress: upstream of route %q failed: %v\n", rs.key, err)
+	}
+	rs.finish(code)
+	writeText(w, code, msg)
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// trackedBody reports the request to the policy when the proxy closes the
+// response body, so latency covers the whole response.
+type trackedBody struct {
+	io.ReadCloser
+	rs     *routeState
+	pol    loadbalancer.Policy
+	picked loadbalancer.Picked
+	start  time.Time
+	status int
+	closed atomic.Bool
+}
+
+func (b *trackedBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.closed.CompareAndSwap(false, true) {
+		now := time.Now()
+		lat := now.Sub(b.start)
+		b.rs.attemptDone(b.pol, b.picked, lat, b.status, now)
+		b.rs.duration.Observe(lat.Seconds())
+		b.rs.finish(b.status)
+	}
+	return err
+}
+
+// enqueue hands probes to the prober; drops are reported to the policy.
+func (rs *routeState) enqueue(due []string) {
+	for _, ep := range due {
+		if !rs.ing.prober.Enqueue(prober.Job{Endpoint: ep, Target: rs}) {
+			rs.ProbeDone(ep, prober.Result{Outcome: loadbalancer.ProbeDropped, Received: time.Now()})
+		}
+	}
+}
+
+// ProbeDone feeds a probe outcome to the route's current policy.
+func (rs *routeState) ProbeDone(endpoint string, r prober.Result) {
+	if r.Outcome != loadbalancer.ProbeDropped {
+		rs.probesSent.Inc()
+		rs.probeLatency.Observe(r.Duration.Seconds())
+	}
+	if c := rs.probeResults[r.Outcome]; c != nil {
+		c.Inc()
+	}
+	rs.mu.Lock()
+	if r.Outcome == loadbalancer.ProbeOK {
+		rs.policy.ProbeResult(r.Received, endpoint, r.Reply)
+	} else {
+		rs.policy.ProbeFailed(r.Received, endpoint, r.Outcome)
+	}
+	rs.mu.Unlock()
+}
+
+// idleProbes asks the policy for probes owed without traffic.
+func (rs *routeState) idleProbes(now time.Time) {
+	var stack [16]string
+	due := stack[:0]
+	rs.mu.Lock()
+	if rs.usesProbes && rs.policy != nil {
+		rs.probeBuf = rs.policy.ProbesDue(now, rs.rng, rs.probeBuf[:0])
+		due = append(due, rs.probeBuf...)
+	}
+	rs.mu.Unlock()
+	rs.enqueue(due)
+}
+
+// gaugeSnapshot feeds the scrape-time gauges.
+func (i *Ingress) gaugeSnapshot() metrics.Snapshot {
+	t := i.table.Load()
+	s := metrics.Snapshot{ProbeQueueDepth: i.prober.QueueDepth(), Routes: make([]metrics.RouteGauges, 0, len(t.routes))}
+	for _, rs := range t.routes {
+		rs.mu.Lock()
+		st := rs.policy.Stats()
+		n := len(rs.endpoints)
+		rs.mu.Unlock()
+		s.Routes = append(s.Routes, metrics.RouteGauges{
+			Route: rs.key, PoolOccupancy: st.PoolSize, ActiveEndpoints: n, InFlight: int(rs.inFlight.Load()),
+		})
+	}
+	return s
+}

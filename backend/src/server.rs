@@ -25,6 +25,8 @@ pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 pub const POLL: Duration = Duration::from_millis(50);
 /// Read timeout of connections: how soon an idle one notices shutdown.
 const IDLE_WAKE: Duration = Duration::from_millis(500);
+/// A response must be accepted by the peer within this time.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct App {
     pub cfg: Config,
@@ -357,6 +359,8 @@ impl App {
         // Reads wake up this often to notice shutdown; long enough that
         // hundreds of idle keep-alive connections cost next to nothing.
         let _ = stream.set_read_timeout(Some(IDLE_WAKE));
+        // A client that stops reading must not pin this thread forever.
+        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let peek_stream = stream.try_clone().ok();
         let mut client_gone = || peek_stream.as_ref().is_none_or(peer_closed);
         let mut conn = Conn::new(stream);

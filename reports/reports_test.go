@@ -285,3 +285,16 @@ func TestWriteJSON_StableAndNullForUndefined(t *testing.T) {
 		t.Errorf("JSON does not start with the campaign block: %.60s", a.String())
 	}
 }
+
+func BenchmarkRender_SixRepsTwoAlgorithms(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "c")
+	if err := reportstest.Write(dir, reportstest.Default(6)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reports.Render(dir, reports.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -50,7 +50,10 @@ func BootstrapRatio(num, den []float64, resamples int, confidence float64, rng *
 		for j := range bd {
 			bd[j] = den[rng.IntN(len(den))]
 		}
-		ratios[i] = ratio(Median(bn), Median(bd))
+		// bn and bd are scratch copies: sorting them in place is safe.
+		slices.Sort(bn)
+		slices.Sort(bd)
+		ratios[i] = ratio(medianSorted(bn), medianSorted(bd))
 	}
 	slices.Sort(ratios)
 	a := (1 - confidence) / 2

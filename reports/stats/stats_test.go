@@ -212,3 +212,24 @@ func TestBootstrapRatio_ZeroDenominator(t *testing.T) {
 		t.Errorf("0/0 got %+v, want 1 (no change)", r)
 	}
 }
+
+func BenchmarkMannWhitneyU_Exact25x25(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x, y := make([]float64, 25), make([]float64, 25)
+	for i := range x {
+		x[i], y[i] = rng.Float64(), rng.Float64()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		MannWhitneyU(x, y, 0.05)
+	}
+}
+
+func BenchmarkBootstrapRatio_10kResamples10Runs(b *testing.B) {
+	num := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	den := []float64{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	b.ReportAllocs()
+	for b.Loop() {
+		BootstrapRatio(num, den, 10000, 0.95, rand.New(rand.NewPCG(1, 1)))
+	}
+}

@@ -624,6 +624,30 @@ mod tests {
     }
 
     #[test]
+    fn antagonist_lowers_capacity_then_restores_it() {
+        let a = app(&[
+            "--concurrency",
+            "4",
+            "--antagonist",
+            "at=0,for=100ms,capacity=1",
+        ]);
+        assert_eq!(a.gate.stats().capacity, Some(1), "drop in effect at start");
+        thread::scope(|s| {
+            let h = s.spawn(|| a.run_antagonists());
+            let end = Instant::now() + Duration::from_secs(10);
+            while a.gate.stats().capacity != Some(4) {
+                assert!(Instant::now() < end, "capacity never restored");
+                thread::sleep(Duration::from_millis(1));
+            }
+            a.begin_shutdown();
+            h.join().unwrap();
+        });
+        // Sleep mode has no capacity limit at all.
+        let a = app(&["--mode", "sleep", "--antagonist", "at=0,for=1h,capacity=1"]);
+        assert_eq!(a.gate.stats().capacity, None);
+    }
+
+    #[test]
     fn stale_timestamp_moves_the_clock_back() {
         let a = app(&[
             "--probe-fault",

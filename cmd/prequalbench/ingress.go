@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prequalbench/prequalbench/ingress"
+	"github.com/prequalbench/prequalbench/ingress/filesource"
+	"github.com/prequalbench/prequalbench/ingress/kubesource"
+	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+func init() { subcommands = append(subcommands, newIngressCommand) }
+
+// ingressFlags holds the flags of `prequalbench ingress`.
+type ingressFlags struct {
+	source, routes                   string
+	listen, adminListen              string
+	adminTokenFile, addrFile         string
+	defaultAlgorithm                 string
+	probesPerQuery, qrif, removePerQ float64
+	delta                            float64
+	poolSize, minProbes              int
+	maxAge, idleProbeInterval        time.Duration
+	probeTimeout                     time.Duration
+	probeWorkers, probeQueueSize     int
+	upstreamTimeout, shutdownTimeout time.Duration
+	retry, pprof                     bool
+	seed                             uint64
+	logLevel                         string
+	kubeconfig, kubeContext          string
+	namespace, ingressClass          string
+}
+
+func newIngressCommand() *cobra.Command {
+	def := loadbalancer.DefaultConfig().Prequal
+	f := &ingressFlags{}
+	cmd := &cobra.Command{
+		Use:   "ingress",
+		Short: "Run the ingress: reverse proxy with per-route Prequal or baseline load balancing",
+		Long: `Run the bundled ingress. Routes come from Kubernetes (Ingress and
+EndpointSlice informers) or from a YAML routes file that is reloaded when it
+changes. The admin API (state, algorithm switch, reset, metrics) listens on
+its own address. SIGTERM drains in-flight requests and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return runIngress(ctx, f)
+		},
+	}
+	fl := cmd.Flags()
+	defSource := "file"
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		defSource = "kube"
+	}
+	fl.StringVar(&f.source, "source", defSource, "route source: kube or file (default kube inside a cluster, else file)")
+	fl.StringVar(&f.routes, "routes", "", "routes YAML file (file source)")
+	fl.StringVar(&f.listen, "listen", "0.0.0.0:8080", "proxy listen address")
+	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:8081", "admin API listen address")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin bearer token (required when --admin-listen is not loopback)")
+	fl.StringVar(&f.addrFile, "addr-file", "", `write {"proxy":"ip:port","admin":"ip:port"} here once both listeners are bound`)
+	fl.StringVar(&f.defaultAlgorithm, "default-algorithm", loadbalancer.NamePrequal,
+		"algorithm of routes that name none: "+strings.Join(loadbalancer.Names(), ", "))
+	fl.Float64Var(&f.probesPerQuery, "prequal-probes-per-query", def.ProbesPerQuery, "Prequal r_probe: probes triggered per query")
+	fl.IntVar(&f.poolSize, "prequal-pool-size", def.PoolSize, "Prequal probe pool size")
+	fl.DurationVar(&f.maxAge, "prequal-max-age", def.MaxAge, "Prequal probe lifetime")
+	fl.Float64Var(&f.qrif, "prequal-qrif", def.QRIF, "Prequal Q_RIF quantile above which a probe is hot")
+	fl.Float64Var(&f.removePerQ, "prequal-remove-per-query", def.RemovePerQuery, "Prequal r_remove: probes removed per query")
+	fl.Float64Var(&f.delta, "prequal-delta", def.Delta, "Prequal delta of the reuse budget (Eq. 1)")
+	fl.DurationVar(&f.idleProbeInterval, "prequal-idle-probe-interval", def.IdleProbeInterval, "Prequal idle probe interval (0 disables)")
+	fl.IntVar(&f.minProbes, "prequal-min-probes", def.MinProbes, "Prequal fewest usable probes for an HCL pick")
+	fl.DurationVar(&f.probeTimeout, "probe-timeout", 100*time.Millisecond, "timeout of one probe")
+	fl.IntVar(&f.probeWorkers, "probe-workers", 16, "probe worker goroutines")
+	fl.IntVar(&f.probeQueueSize, "probe-queue-size", 4096, "probe queue capacity (a full queue drops probes)")
+	fl.DurationVar(&f.upstreamTimeout, "upstream-timeout", 5*time.Second, "wait for backend response headers before answering 504")
+	fl.BoolVar(&f.retry, "retry", false, "retry once on another endpoint when connecting fails (idempotent requests without body)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "drain deadline for in-flight requests on SIGTERM")
+	fl.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener")
+	fl.Uint64Var(&f.seed, "seed", 0, "seed of the per-route random sources (0 = random)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig path (kube source; default $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fl.StringVar(&f.kubeContext, "context", "", "kubeconfig context (kube source)")
+	fl.StringVar(&f.namespace, "namespace", "", "watch only this namespace (kube source; default all)")
+	fl.StringVar(&f.ingressClass, "ingress-class", "prequal", "ingress class to serve (kube source)")
+	return cmd
+}
+
+func runIngress(ctx context.Context, f *ingressFlags) error {
+	bad := func(format string, args ...any) error {
+		return &exitError{code: 2, err: fmt.Errorf("ingress: "+format, args...)}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return bad("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if _, err := loadbalancer.Canonical(f.defaultAlgorithm); err != nil {
+		return bad("--default-algorithm: %v", err)
+	}
+	cfg := loadbalancer.DefaultConfig()
+	p := &cfg.Prequal
+	p.ProbesPerQuery, p.PoolSize, p.MaxAge, p.QRIF = f.probesPerQuery, f.poolSize, f.maxAge, f.qrif
+	p.RemovePerQuery, p.Delta, p.IdleProbeInterval, p.MinProbes = f.removePerQ, f.delta, f.idleProbeInterval, f.minProbes
+	if p.RIFWindow <= p.PoolSize {
+		p.RIFWindow = 4 * p.PoolSize // keep the documented invariant RIFWindow > PoolSize
+	}
+	if err := cfg.Validate(); err != nil {
+		return bad("--prequal-* flags: %v", err)
+	}
+	if f.probeTimeout <= 0 || f.probeWorkers <= 0 || f.probeQueueSize <= 0 || f.upstreamTimeout <= 0 || f.shutdownTimeout <= 0 {
+		return bad("--probe-timeout, --probe-workers, --probe-queue-size, --upstream-timeout and --shutdown-timeout must be > 0")
+	}
+
+	token := ""
+	if f.adminTokenFile != "" {
+		data, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			return bad("--admin-token-file: %v", err)
+		}
+		token = strings.TrimSpace(string(data))
+		if token == "" {
+			return bad("--admin-token-file %s is empty", f.adminTokenFile)
+		}
+	}
+	loop, err := ingress.IsLoopback(f.adminListen)
+	if err != nil {
+		return bad("--admin-listen: %v", err)
+	}
+	if !loop && token == "" {
+		return bad("--admin-listen %s is not loopback: --admin-token-file is required", f.adminListen)
+	}
+
+	ing, err := ingress.New(ingress.Options{
+		DefaultAlgorithm: f.defaultAlgorithm,
+		Policy:           cfg,
+		UpstreamTimeout:  f.upstreamTimeout,
+		ProbeTimeout:     f.probeTimeout,
+		ProbeWorkers:     f.probeWorkers,
+		ProbeQueueSize:   f.probeQueueSize,
+		Retry:            f.retry,
+		Logger:           logger,
+		Seed:             f.seed,
+	})
+	if err != nil {
+		return bad("%v", err)
+	}
+
+	var src route.Source
+	switch f.source {
+	case "file":
+		if f.routes == "" {
+			return bad("--source file needs --routes FILE")
+		}
+		src = filesource.New(f.routes, logger)
+	case "kube":
+		src, err = kubesource.New(kubesource.Options{
+			Kubeconfig: f.kubeconfig, Context: f.kubeContext, Namespace: f.namespace,
+			IngressClass: f.ingressClass, Logger: logger, OnReconcile: ing.ObserveReconcile,
+		})
+		if err != nil {
+			return err
+		}
+	default:
+		return bad("--source %q: want kube or file", f.source)
+	}
+
+	return ingress.Serve(ctx, ing, ingress.ServeConfig{
+		Source:          src,
+		Listen:          f.listen,
+		AdminListen:     f.adminListen,
+		AdminToken:      token,
+		AddrFile:        f.addrFile,
+		Pprof:           f.pprof,
+		ShutdownTimeout: f.shutdownTimeout,
+	})
+}

@@ -1,0 +1,323 @@
+package ingress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/internal/testbackend"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+const deadline = 15 * time.Second
+
+// newTestIngress builds an ingress, starts its prober and serves its proxy on
+// a loopback httptest server.
+func newTestIngress(t *testing.T, opts Options, specs ...route.Spec) (*Ingress, string) {
+	t.Helper()
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ing, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing.Update(specs)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ing.Run(ctx) }()
+	srv := httptest.NewServer(ing)
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	return ing, srv.URL
+}
+
+func get(t *testing.T, url, host string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	c := &http.Client{Timeout: deadline}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Header
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func policyStats(t *testing.T, ing *Ingress, key string) loadbalancer.Stats {
+	t.Helper()
+	for _, r := range ing.State().Routes {
+		if r.Key == key {
+			return r.Policy
+		}
+	}
+	t.Fatalf("route %q not in state", key)
+	return loadbalancer.Stats{}
+}
+
+// closedAddr returns a loopback address nobody listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestProxy_SpreadsPicksOverRealBackends(t *testing.T) {
+	var eps []string
+	for range 3 {
+		eps = append(eps, testbackend.Start(t, "--service-time", "1ms").Addr)
+	}
+	for _, algo := range []string{"prequal", "round-robin"} {
+		t.Run(algo, func(t *testing.T) {
+			ing, url := newTestIngress(t, Options{}, route.Spec{Key: "work", Path: "/work", PathType: route.PathPrefix, Algorithm: algo, Endpoints: eps})
+			for range 60 {
+				if code, body, _ := get(t, url+"/work?iterations=100", ""); code != 200 || !strings.Contains(body, "duration_ms") {
+					t.Fatalf("status %d body %q", code, body)
+				}
+			}
+			st := policyStats(t, ing, "work")
+			if st.Picks != 60 {
+				t.Fatalf("picks %d, want 60", st.Picks)
+			}
+			for _, e := range st.Endpoints {
+				if e.Picks == 0 {
+					t.Errorf("endpoint %s never picked: %+v", e.Address, st.Endpoints)
+				}
+				if e.InFlight != 0 {
+					t.Errorf("endpoint %s in flight %d after all requests finished", e.Address, e.InFlight)
+				}
+			}
+			if algo == "prequal" {
+				waitFor(t, "probe answers", func() bool { return policyStats(t, ing, "work").ProbeOutcomes[loadbalancer.ProbeOK] > 0 })
+			} else if n := st.ProbesPlanned; n != 0 {
+				t.Fatalf("round-robin planned %d probes, want none", n)
+			}
+		})
+	}
+}
+
+func TestProxy_StatusBodies(t *testing.T) {
+	hang := testbackend.Start(t, "--work-fault", "hang")
+	ing, url := newTestIngress(t, Options{UpstreamTimeout: 300 * time.Millisecond, DefaultAlgorithm: "round-robin"},
+		route.Spec{Key: "empty", Path: "/empty", PathType: route.PathPrefix, Endpoints: nil},
+		route.Spec{Key: "dead", Path: "/dead", PathType: route.PathPrefix, Endpoints: []string{closedAddr(t)}},
+		route.Spec{Key: "hang", Path: "/work", PathType: route.PathPrefix, Endpoints: []string{hang.Addr}},
+	)
+	tests := []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/nowhere", 404, "no route for host"},
+		{"/empty", 503, `route "empty" has no endpoints`},
+		{"/dead/x", 502, `upstream of route "dead" failed`},
+		{"/work", 504, `upstream of route "hang" timed out`},
+	}
+	for _, tt := range tests {
+		code, body, h := get(t, url+tt.path, "")
+		if code != tt.code || !strings.Contains(body, tt.body) {
+			t.Errorf("GET %s = %d %q, want %d containing %q", tt.path, code, body, tt.code, tt.body)
+		}
+		if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			t.Errorf("GET %s Content-Type %q", tt.path, ct)
+		}
+	}
+	s := ing.State()
+	counts := map[string][2]uint64{}
+	for _, r := range s.Routes {
+		counts[r.Key] = [2]uint64{r.NoEndpoint, r.UpstreamErrors}
+	}
+	if counts["empty"] != [2]uint64{1, 0} || counts["dead"] != [2]uint64{0, 1} || counts["hang"] != [2]uint64{0, 1} {
+		t.Fatalf("no-endpoint/upstream-error counters %v", counts)
+	}
+}
+
+func TestProxy_ForwardedHeadersAndHost(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	hostSeen := make(chan string, 1)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		hostSeen <- r.Host
+	}))
+	defer be.Close()
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "random"},
+		route.Spec{Key: "h", Host: "bench.local", Path: "/", Endpoints: []string{strings.TrimPrefix(be.URL, "http://")}})
+	req, _ := http.NewRequest(http.MethodGet, url+"/a", nil)
+	req.Host = "bench.local:8080"
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := <-seen
+	if got := h.Get("X-Forwarded-For"); got != "203.0.113.7, 127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q", got)
+	}
+	if got := h.Get("X-Forwarded-Host"); got != "bench.local:8080" {
+		t.Errorf("X-Forwarded-Host %q", got)
+	}
+	if got := h.Get("X-Forwarded-Proto"); got != "http" {
+		t.Errorf("X-Forwarded-Proto %q", got)
+	}
+	if got := <-hostSeen; got != "bench.local:8080" {
+		t.Errorf("backend saw Host %q, want the client's", got)
+	}
+}
+
+func TestProxy_RetryOnConnectionFailure(t *testing.T) {
+	live := testbackend.Start(t, "--service-time", "1ms")
+	dead := closedAddr(t)
+	for _, retry := range []bool{true, false} {
+		t.Run(fmt.Sprint("retry=", retry), func(t *testing.T) {
+			ing, url := newTestIngress(t, Options{Retry: retry, DefaultAlgorithm: "round-robin"},
+				route.Spec{Key: "r", Path: "/", Endpoints: []string{dead, live.Addr}})
+			var fails int
+			for range 10 {
+				if code, _, _ := get(t, url+"/work?iterations=10", ""); code != 200 {
+					fails++
+				}
+			}
+			if retry && fails != 0 {
+				t.Fatalf("%d of 10 failed with retry on", fails)
+			}
+			if !retry && fails == 0 {
+				t.Fatal("no request failed without retry: the dead endpoint was never picked")
+			}
+			// POST is not idempotent: never retried.
+			if retry {
+				for range 4 {
+					resp, err := http.Post(url+"/work", "application/json", strings.NewReader(`{"iterations":1}`))
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				if s := ing.State(); s.Routes[0].UpstreamErrors == 0 {
+					t.Fatal("POSTs to the dead endpoint were retried")
+				}
+			}
+		})
+	}
+}
+
+func TestProber_FailureReasonsFromBackendFaults(t *testing.T) {
+	faults := map[string]loadbalancer.ProbeOutcome{
+		"timeout": loadbalancer.ProbeTimeout, "500": loadbalancer.ProbeStatus,
+		"malformed": loadbalancer.ProbeMalformed, "stale_timestamp": loadbalancer.ProbeStale,
+	}
+	var specs []route.Spec
+	for fault := range faults {
+		b := testbackend.Start(t, "--probe-fault", fault, "--fault-timeout", "2s", "--service-time", "1ms")
+		specs = append(specs, route.Spec{Key: fault, Host: strings.ReplaceAll(fault, "_", "-") + ".test", Path: "/", Algorithm: "prequal", Endpoints: []string{b.Addr}})
+	}
+	ing, url := newTestIngress(t, Options{ProbeTimeout: 100 * time.Millisecond}, specs...)
+	for fault, want := range faults {
+		code, _, _ := get(t, url+"/work?iterations=10", strings.ReplaceAll(fault, "_", "-")+".test")
+		if code != 200 {
+			t.Fatalf("%s: status %d", fault, code)
+		}
+		waitFor(t, fault+" outcome", func() bool { return policyStats(t, ing, fault).ProbeOutcomes[want] > 0 })
+		if n := policyStats(t, ing, fault).ProbeOutcomes[loadbalancer.ProbeOK]; n != 0 {
+			t.Errorf("%s: %d probes counted ok", fault, n)
+		}
+	}
+}
+
+func TestUpdate_KeepsPoolsOfSurvivingRoutes(t *testing.T) {
+	b1 := testbackend.Start(t)
+	b2 := testbackend.Start(t)
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"},
+		route.Spec{Key: "a", Host: "a.test", Path: "/", Endpoints: []string{b1.Addr}},
+		route.Spec{Key: "b", Host: "b.test", Path: "/", Endpoints: []string{b1.Addr}})
+	for range 3 {
+		if code, _, _ := get(t, url+"/work?iterations=1", "a.test"); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+	}
+	ing.Update([]route.Spec{{Key: "a", Host: "a.test", Path: "/", Endpoints: []string{b1.Addr, b2.Addr}}})
+	st := policyStats(t, ing, "a")
+	if st.Picks != 3 || len(st.Endpoints) != 2 {
+		t.Fatalf("route a after update: %+v", st)
+	}
+	if code, _, _ := get(t, url+"/work", "b.test"); code != 404 {
+		t.Fatalf("removed route b answers %d", code)
+	}
+}
+
+func TestNew_RejectsBadOptions(t *testing.T) {
+	if _, err := New(Options{DefaultAlgorithm: "fastest"}); err == nil || !strings.Contains(err.Error(), "prequal") {
+		t.Fatalf("err = %v, want it to list the algorithms", err)
+	}
+	cfg := loadbalancer.DefaultConfig()
+	cfg.Prequal.PoolSize = 0
+	if _, err := New(Options{Policy: cfg}); err == nil || !strings.Contains(err.Error(), "PoolSize") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// BenchmarkProxy measures the full proxy path in process: router, policy,
+// shared transport, reverse proxy and metrics, against an httptest backend.
+func BenchmarkProxy(b *testing.B) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer be.Close()
+	for _, algo := range []string{"round-robin", "prequal"} {
+		b.Run(algo, func(b *testing.B) {
+			ing, err := New(Options{Seed: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ep := strings.TrimPrefix(be.URL, "http://")
+			ing.Update([]route.Spec{{Key: "w", Host: "bench.local", Path: "/work", Algorithm: algo, Endpoints: []string{ep}}})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _ = ing.Run(ctx) }()
+			req := httptest.NewRequest(http.MethodGet, "http://bench.local/work", nil)
+			req.RemoteAddr = "127.0.0.1:5555"
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				ing.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,348 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/internal/testbackend"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+func adminServer(t *testing.T, ing *Ingress, cfg AdminConfig) string {
+	t.Helper()
+	srv := httptest.NewServer(ing.Admin(cfg))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func do(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdmin_Endpoints(t *testing.T) {
+	be := testbackend.Start(t, "--service-time", "1ms")
+	ing, url := newTestIngress(t, Options{},
+		route.Spec{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}},
+		route.Spec{Key: "other", Host: "other.test", Path: "/", Algorithm: "random", Endpoints: []string{be.Addr}})
+	admin := adminServer(t, ing, AdminConfig{})
+	c := adminapi.NewClient(admin, "")
+	ctx := context.Background()
+	for range 20 {
+		get(t, url+"/work?iterations=1", "")
+	}
+
+	if err := c.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	if code, body := do(t, "GET", admin+"/healthz", "", ""); code != 200 || body != "ok\n" {
+		t.Fatalf("healthz %d %q", code, body)
+	}
+	routes, err := c.Routes(ctx)
+	if err != nil || len(routes) != 2 || routes[1].Key != "work" || routes[1].Endpoints[0] != be.Addr {
+		t.Fatalf("Routes = %+v, %v", routes, err)
+	}
+	st, err := c.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := st.Routes[1]; w.Key != "work" || w.Policy.Picks != 20 || w.Policy.Endpoints[0].Picks != 20 || w.Requests != 20 {
+		t.Fatalf("state of work: %+v", w)
+	}
+	if err := st.VerifyReset(); err == nil || !strings.Contains(err.Error(), `route "work"`) || !strings.Contains(err.Error(), "policy.picks = 20") {
+		t.Fatalf("VerifyReset on a used state = %v", err)
+	}
+
+	// Algorithm: one route, then all.
+	if err := c.SetAlgorithm(ctx, "work", "rr"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.State(ctx); st.Routes[1].Algorithm != "round-robin" || st.Routes[0].Algorithm != "random" {
+		t.Fatalf("algorithms after one-route switch: %s %s", st.Routes[0].Algorithm, st.Routes[1].Algorithm)
+	}
+	if err := c.SetAlgorithm(ctx, "", "least-request"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.State(ctx); st.Routes[0].Algorithm != "least-request" || st.Routes[1].Algorithm != "least-request" {
+		t.Fatalf("algorithms after all-route switch: %+v", st.Routes)
+	}
+	// The choice outlives a route update.
+	ing.Update([]route.Spec{{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}}})
+	if st, _ := c.State(ctx); st.Routes[0].Algorithm != "least-request" {
+		t.Fatalf("admin choice lost on update: %s", st.Routes[0].Algorithm)
+	}
+
+	var he *adminapi.HTTPError
+	err = c.SetAlgorithm(ctx, "work", "fastest")
+	if !errors.As(err, &he) || he.StatusCode != 400 || !strings.Contains(he.Message, "prequal, round-robin") {
+		t.Fatalf("unknown algorithm: %v", err)
+	}
+	err = c.SetAlgorithm(ctx, "nope", "prequal")
+	if !errors.As(err, &he) || he.StatusCode != 404 || !strings.Contains(he.Message, `unknown route "nope"`) {
+		t.Fatalf("unknown route: %v", err)
+	}
+	if _, err := c.Reset(ctx, "nope"); !errors.As(err, &he) || he.StatusCode != 404 {
+		t.Fatalf("reset of unknown route: %v", err)
+	}
+	for _, body := range []string{"{", `{"algorithm":"rr","extra":1}`, `{"algorithm":"rr"} {}`, ""} {
+		if code, msg := do(t, "POST", admin+"/admin/algorithm", "", body); code != 400 || !strings.Contains(msg, `"error"`) {
+			t.Errorf("body %q: %d %s", body, code, msg)
+		}
+	}
+	if code, _ := do(t, "GET", admin+"/admin/reset", "", ""); code != 405 {
+		t.Errorf("GET /admin/reset = %d, want 405", code)
+	}
+	if code, _ := do(t, "GET", admin+"/debug/pprof/", "", ""); code != 404 {
+		t.Errorf("pprof without --pprof = %d, want 404", code)
+	}
+
+	// Reset returns a clean state (empty body resets all routes).
+	for range 5 {
+		get(t, url+"/work?iterations=1", "")
+	}
+	code, body := do(t, "POST", admin+"/admin/reset", "", "")
+	if code != 200 {
+		t.Fatalf("reset %d %s", code, body)
+	}
+	rs, err := c.Reset(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.VerifyReset(); err != nil {
+		t.Fatalf("VerifyReset after reset: %v", err)
+	}
+	if len(rs.Routes) != 1 || rs.Routes[0].Policy.PoolSize != 0 {
+		t.Fatalf("reset state %+v", rs)
+	}
+
+	if code, body := do(t, "GET", admin+"/metrics", "", ""); code != 200 || !strings.Contains(body, "prequal_requests_total") {
+		t.Fatalf("metrics %d", code)
+	}
+}
+
+func TestAdmin_TokenAndReadiness(t *testing.T) {
+	ing, err := New(Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := adminServer(t, ing, AdminConfig{Token: "s3cret", Pprof: true})
+	if code, _ := do(t, "GET", admin+"/readyz", "", ""); code != 503 {
+		t.Fatalf("readyz before any routes = %d", code)
+	}
+	ing.Update(nil)
+	if code, _ := do(t, "GET", admin+"/readyz", "", ""); code != 200 {
+		t.Fatalf("readyz after routes = %d", code)
+	}
+	for _, p := range []string{"/admin/state", "/routes", "/metrics", "/debug/pprof/"} {
+		if code, body := do(t, "GET", admin+p, "", ""); code != 401 || !strings.Contains(body, "bearer token") {
+			t.Errorf("%s without token = %d %s", p, code, body)
+		}
+		if code, _ := do(t, "GET", admin+p, "wrong", ""); code != 401 {
+			t.Errorf("%s with a wrong token = %d", p, code)
+		}
+		if code, _ := do(t, "GET", admin+p, "s3cret", ""); code != 200 {
+			t.Errorf("%s with the token = %d", p, code)
+		}
+	}
+	if _, err := adminapi.NewClient(admin, "s3cret").State(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := do(t, "GET", admin+"/healthz", "", ""); code != 200 {
+		t.Errorf("healthz needs no token, got %d", code)
+	}
+}
+
+func FuzzAdminAlgorithm(f *testing.F) {
+	ing, err := New(Options{Seed: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ing.Update([]route.Spec{{Key: "k", Path: "/", Endpoints: []string{"127.0.0.1:9"}}})
+	h := ing.Admin(AdminConfig{})
+	f.Add(`{"route":"k","algorithm":"rr"}`)
+	f.Add(`{"algorithm":""}`)
+	f.Add(`[1]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, p := range []string{"/admin/algorithm", "/admin/reset"} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, p, strings.NewReader(body)))
+			if w.Code != 200 && w.Code != 400 && w.Code != 404 {
+				t.Fatalf("POST %s %q = %d", p, body, w.Code)
+			}
+		}
+	})
+}
+
+// counterValue sums a metric family's counter or histogram-count values.
+func metricTotal(t *testing.T, ing *Ingress, name string) (float64, bool) {
+	t.Helper()
+	mfs, err := ing.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var sum float64
+		for _, m := range mf.Metric {
+			sum += value(m)
+		}
+		return sum, true
+	}
+	return 0, false
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	return 0
+}
+
+// TestMetrics_EveryCounterFires makes each series the reports rely on move.
+func TestMetrics_EveryCounterFires(t *testing.T) {
+	be := testbackend.Start(t, "--service-time", "1ms")
+	cfg := loadbalancer.DefaultConfig()
+	ing, url := newTestIngress(t, Options{Policy: cfg, ProbeQueueSize: 1, ProbeWorkers: 1},
+		route.Spec{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}},
+		route.Spec{Key: "clash", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}, Origin: "z"},
+	)
+	// The first pick of an empty pool is a fallback; with a queue of one,
+	// three probes per query overflow it (dropped).
+	for range 10 {
+		get(t, url+"/work?iterations=1", "")
+	}
+	// No route: after the update below only bench.local is routed.
+	ing.ObserveReconcile("success", time.Millisecond)
+	ing.ObserveReconcile("error", time.Millisecond)
+	waitFor(t, "probe results", func() bool { v, _ := metricTotal(t, ing, "prequal_probes_sent_total"); return v > 0 })
+
+	ing.Update([]route.Spec{{Key: "work", Host: "bench.local", Path: "/", Endpoints: []string{be.Addr}}})
+	get(t, url+"/work", "elsewhere.test")
+
+	for _, name := range []string{
+		"prequal_requests_total", "prequal_request_duration_seconds", "prequal_selections_total",
+		"prequal_fallbacks_total", "prequal_probes_sent_total", "prequal_probe_results_total",
+		"prequal_probe_duration_seconds", "prequal_no_route_total", "prequal_reconciles_total",
+		"prequal_reconcile_duration_seconds", "prequal_route_conflicts_total",
+		"prequal_active_endpoints", "go_goroutines", "process_cpu_seconds_total",
+	} {
+		v, ok := metricTotal(t, ing, name)
+		if !ok || v == 0 {
+			t.Errorf("%s: present %v, value %v; want > 0", name, ok, v)
+		}
+	}
+	for _, name := range []string{"prequal_pool_occupancy", "prequal_in_flight", "prequal_probe_queue_depth"} {
+		if _, ok := metricTotal(t, ing, name); !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	// Dropped probes are counted by outcome.
+	mfs, _ := ing.Registry().Gather()
+	var dropped float64
+	for _, mf := range mfs {
+		if mf.GetName() == "prequal_probe_results_total" {
+			for _, m := range mf.Metric {
+				for _, l := range m.Label {
+					if l.GetName() == "outcome" && l.GetValue() == "dropped" {
+						dropped += m.Counter.GetValue()
+					}
+				}
+			}
+		}
+	}
+	if dropped == 0 {
+		t.Error("no dropped probe counted with a queue of one")
+	}
+}
+
+type staticSource struct{ specs []route.Spec }
+
+func (s staticSource) Run(ctx context.Context, sink route.Sink) error {
+	sink.Update(s.specs)
+	<-ctx.Done()
+	return nil
+}
+func (staticSource) Synced() bool { return true }
+
+func TestServe_GracefulShutdownFinishesInFlight(t *testing.T) {
+	be := testbackend.Start(t, "--service-time", "400ms")
+	ing, err := New(Options{Seed: 1, DefaultAlgorithm: "round-robin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrFile := filepath.Join(t.TempDir(), "addrs.json")
+	started := make(chan [2]string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ing, ServeConfig{
+			Source: staticSource{[]route.Spec{{Key: "w", Path: "/", Endpoints: []string{be.Addr}}}},
+			Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", AddrFile: addrFile,
+			ShutdownTimeout: 10 * time.Second,
+			Started:         func(p, a string) { started <- [2]string{p, a} },
+		})
+	}()
+	addrs := <-started
+	data, err := os.ReadFile(addrFile)
+	if err != nil || !strings.Contains(string(data), addrs[0]) || !strings.Contains(string(data), addrs[1]) {
+		t.Fatalf("addr file %q, %v", data, err)
+	}
+	waitFor(t, "ready", func() bool { return adminapi.NewClient("http://"+addrs[1], "").Ready(context.Background()) == nil })
+
+	res := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + addrs[0] + "/work")
+		if err != nil {
+			res <- -1
+			return
+		}
+		resp.Body.Close()
+		res <- resp.StatusCode
+	}()
+	waitFor(t, "request in flight", func() bool { return ing.State().Routes[0].Policy.Endpoints[0].InFlight == 1 })
+	cancel()
+	if code := <-res; code != 200 {
+		t.Fatalf("in-flight request got %d, want 200", code)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve = %v", err)
+	}
+}
+
+func TestServe_NonLoopbackAdminNeedsToken(t *testing.T) {
+	ing, _ := New(Options{Seed: 1})
+	err := Serve(context.Background(), ing, ServeConfig{Source: staticSource{}, Listen: "127.0.0.1:0", AdminListen: "0.0.0.0:0"})
+	if err == nil || !strings.Contains(err.Error(), "admin token") {
+		t.Fatalf("Serve = %v", err)
+	}
+}

@@ -116,12 +116,14 @@ type Stats struct {
 	ColdPicks uint64 `json:"cold_picks"`
 	// ProbesPlanned counts probes handed out by ProbesDue.
 	ProbesPlanned uint64 `json:"probes_planned"`
-	// ProbeOutcomes counts probe results and failures by outcome.
+	// ProbeOutcomes counts probe results and failures by outcome: every
+	// entry of ProbeOutcomes, plus "other" for unlisted reasons if any.
 	ProbeOutcomes map[ProbeOutcome]uint64 `json:"probe_outcomes"`
 	// PoolSize is the number of probes in the pool now.
 	PoolSize int `json:"pool_size"`
 	// PoolRemovals counts probes removed from the pool, by reason
-	// ("overflow", "reuse", "age", "oldest", "worst").
+	// ("overflow", "reuse", "age", "oldest", "worst", and "replaced" when a
+	// newer answer from the same replica took an entry's place).
 	PoolRemovals map[string]uint64 `json:"pool_removals,omitempty"`
 }
 

@@ -57,7 +57,10 @@ func TestPrequal_ReuseBudgetRandomRounding(t *testing.T) {
 		p.Reset(t0)
 		// One probe only, so every pick uses it until its budget is spent.
 		p.ProbeResult(t0, p.eps[trial%100].addr, known(0, time.Millisecond))
-		for len(p.pool) > 0 {
+		for n := 0; len(p.pool) > 0; n++ {
+			if n == 100 {
+				t.Fatal("a probe served 100 queries: no reuse budget")
+			}
 			pk := mustPick(t, p, t0, rng)
 			if pk.Fallback {
 				t.Fatal("fallback with a usable probe in the pool")
@@ -124,6 +127,36 @@ func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
 	}
 	if len(p.pool) != 12 {
 		t.Errorf("pool size = %d, want 12", len(p.pool))
+	}
+}
+
+// TestPrequal_WorstRanking: "worst" is the hot probe with the highest RIF if
+// any is hot, else the cold probe with the highest latency; a known latency
+// ranks worse than an unknown one.
+func TestPrequal_WorstRanking(t *testing.T) {
+	ms := time.Millisecond
+	unknown := func(rif int) ProbeReply { return ProbeReply{RIF: rif} }
+	tests := []struct {
+		name    string
+		replies map[int]ProbeReply
+		want    int
+	}{
+		{"hot highest RIF beats slow cold", map[int]ProbeReply{0: known(10, ms), 1: known(12, 2*ms), 2: known(0, 50*ms), 3: known(1, 3*ms)}, 1},
+		{"no hot: highest latency", map[int]ProbeReply{0: known(2, ms), 1: known(1, 2*ms), 2: known(0, 50*ms), 3: known(3, 3*ms)}, 2},
+		{"known slow before unknown", map[int]ProbeReply{0: unknown(3), 1: known(0, 9*ms), 2: known(0, 2*ms)}, 1},
+		{"only unknown: highest RIF", map[int]ProbeReply{0: unknown(3), 1: unknown(4), 2: unknown(0)}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPrequalT(t, 4, nil)
+			for range 40 {
+				p.recordRIF(3) // threshold 3: RIF 10 and 12 are hot
+			}
+			fill(p, t0, tt.replies)
+			if w := p.worst(p.hotThreshold()); int(p.pool[w].ep) != tt.want {
+				t.Errorf("worst = endpoint %d, want %d", p.pool[w].ep, tt.want)
+			}
+		})
 	}
 }
 

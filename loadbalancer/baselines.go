@@ -83,20 +83,30 @@ func (l *leastRequest) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
 	if len(l.eps) == 0 {
 		return Picked{}, ErrNoEndpoints
 	}
-	best, ties := 0, 0
+	// Two passes, one random draw: the fewest in flight and how many tie,
+	// then the chosen one among the ties.
+	least, ties := l.eps[0].inFlight, 0
 	for i := range l.eps {
-		f := l.eps[i].inFlight
-		switch {
-		case ties == 0 || f < l.eps[best].inFlight:
-			best, ties = i, 1
-		case f == l.eps[best].inFlight:
+		switch f := l.eps[i].inFlight; {
+		case f < least:
+			least, ties = f, 1
+		case f == least:
 			ties++
-			if rng.IntN(ties) == 0 {
-				best = i
-			}
 		}
 	}
-	return l.pick(best), nil
+	n := 0
+	if ties > 1 {
+		n = rng.IntN(ties)
+	}
+	for i := range l.eps {
+		if l.eps[i].inFlight == least {
+			if n == 0 {
+				return l.pick(i), nil
+			}
+			n--
+		}
+	}
+	panic("loadbalancer: least-request tie count out of step")
 }
 
 // p2c is Envoy's LEAST_REQUEST with equal weights: two endpoints drawn at

@@ -228,52 +228,78 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	return pk, nil
 }
 
-// choose applies HCL to the pool and returns the chosen entry's index and
-// whether every probe was hot.
-func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
-	cold, coldTies := -1, 0 // known latency: lowest latency
-	unk, unkTies := -1, 0   // unknown latency: lowest RIF
-	hot, hotTies := -1, 0   // hot: lowest RIF
-	for i := range p.pool {
-		e := &p.pool[i]
-		switch {
-		case e.rif > thr:
-			hot, hotTies = reservoir(hot, hotTies, i, hot < 0 || e.rif < p.pool[hot].rif, hot >= 0 && e.rif == p.pool[hot].rif, rng)
-		case e.known:
-			cold, coldTies = reservoir(cold, coldTies, i, cold < 0 || e.latency < p.pool[cold].latency, cold >= 0 && e.latency == p.pool[cold].latency, rng)
-		default:
-			unk, unkTies = reservoir(unk, unkTies, i, unk < 0 || e.rif < p.pool[unk].rif, unk >= 0 && e.rif == p.pool[unk].rif, rng)
-		}
-	}
+// Probe categories for HCL.
+const (
+	catHot     = iota // RIF above the threshold; ranked by RIF
+	catCold           // cold with known latency; ranked by latency
+	catUnknown        // cold with unknown latency; ranked by RIF
+	numCats
+)
+
+func category(e *probeEntry, thr int32) int {
 	switch {
-	case cold >= 0 && unk >= 0:
-		if p.pool[unk].rif <= p.pool[cold].rif {
-			return unk, false
-		}
-		return cold, false
-	case cold >= 0:
-		return cold, false
-	case unk >= 0:
-		return unk, false
+	case e.rif > thr:
+		return catHot
+	case e.known:
+		return catCold
 	}
-	return hot, true
+	return catUnknown
 }
 
-// reservoir keeps the running best of a scan: a strictly better candidate
-// replaces it, an equal one replaces it with probability 1/ties so every tied
-// candidate is equally likely to survive.
-func reservoir(best, ties, i int, better, equal bool, rng *rand.Rand) (int, int) {
-	switch {
-	case better:
-		return i, 1
-	case equal:
-		ties++
-		if rng.IntN(ties) == 0 {
-			return i, ties
-		}
-		return best, ties
+func rankKey(e *probeEntry, cat int) int64 {
+	if cat == catCold {
+		return int64(e.latency)
 	}
-	return best, ties
+	return int64(e.rif)
+}
+
+// choose applies HCL to the pool and returns the chosen entry's index and
+// whether every probe was hot. One pass finds each category's best key and
+// how many entries tie for it; ties are then broken uniformly at random with
+// one draw (equivalent to reservoir sampling, with fewer draws).
+func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
+	var best [numCats]int64
+	var ties [numCats]int
+	for i := range p.pool {
+		e := &p.pool[i]
+		c := category(e, thr)
+		k := rankKey(e, c)
+		if ties[c] == 0 || k < best[c] {
+			best[c], ties[c] = k, 1
+		} else if k == best[c] {
+			ties[c]++
+		}
+	}
+	switch {
+	case ties[catCold] > 0:
+		c := p.nthTie(catCold, thr, best[catCold], ties[catCold], rng)
+		if ties[catUnknown] > 0 && best[catUnknown] <= int64(p.pool[c].rif) {
+			return p.nthTie(catUnknown, thr, best[catUnknown], ties[catUnknown], rng), false
+		}
+		return c, false
+	case ties[catUnknown] > 0:
+		return p.nthTie(catUnknown, thr, best[catUnknown], ties[catUnknown], rng), false
+	}
+	return p.nthTie(catHot, thr, best[catHot], ties[catHot], rng), true
+}
+
+// nthTie returns a uniformly random one of the ties entries of category cat
+// whose key is key.
+func (p *prequal) nthTie(cat int, thr int32, key int64, ties int, rng *rand.Rand) int {
+	n := 0
+	if ties > 1 {
+		n = rng.IntN(ties)
+	}
+	for i := range p.pool {
+		e := &p.pool[i]
+		if category(e, thr) == cat && rankKey(e, cat) == key {
+			if n == 0 {
+				return i
+			}
+			n--
+		}
+	}
+	panic("loadbalancer: prequal tie count out of step with the pool")
 }
 
 // randRound rounds x to floor or ceil with probabilities that keep its

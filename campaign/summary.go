@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 )
 
@@ -69,7 +70,7 @@ func median(xs []float64) float64 {
 
 // WriteSummary prints the per-algorithm table.
 func WriteSummary(w io.Writer, sums []AlgorithmSummary) error {
-	t := tablewriter.NewWriter(w)
+	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
 	t.Header("algorithm", "runs ok", "p50 ms", "p99 ms", "p99.9 ms", "throughput rps", "errors")
 	for _, s := range sums {
 		runs := fmt.Sprintf("%d", s.OK)

@@ -1,0 +1,434 @@
+// Package local is the default campaign environment: backend replicas and
+// ingress replicas as processes on 127.0.0.1, each on a port it chooses
+// itself, with their logs in the campaign directory. Close stops every
+// process it started (SIGTERM to the process group, SIGKILL after a grace
+// period).
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"sigs.k8s.io/yaml"
+)
+
+// ProcessesFile, in the log directory, lists every process the environment
+// started (name, pid, command line), so tests and people can check that
+// none is left behind.
+const ProcessesFile = "processes.json"
+
+// Options configure the local environment.
+type Options struct {
+	Scenario *scenario.Scenario
+	// BackendBin is the prequal-backend binary.
+	BackendBin string
+	// IngressBin is the prequalbench binary (run as "IngressBin ingress ...").
+	IngressBin string
+	// LogDir receives one log per process, the routes file and
+	// ProcessesFile.
+	LogDir string
+	// RepoDir is the source tree, for the git revision in Facts.
+	RepoDir string
+	// Algorithm is the ingress's algorithm until the first SetAlgorithm.
+	Algorithm string
+	Seed      uint64
+	// ReadyTimeout bounds the wait for a process to listen and be ready;
+	// default 30s.
+	ReadyTimeout time.Duration
+	// DrainTimeout bounds the wait, before a reset, for requests still in
+	// flight from the previous run; default 30s.
+	DrainTimeout time.Duration
+}
+
+// Process is one entry of ProcessesFile.
+type Process struct {
+	Name    string   `json:"name"`
+	PID     int      `json:"pid"`
+	Command []string `json:"command"`
+	Address string   `json:"address,omitempty"`
+}
+
+// Env is the local environment.
+type Env struct {
+	opts   Options
+	tmp    string
+	client *http.Client
+
+	backends    []backend
+	ingresses   []*ingress
+	algorithm   string
+	processes   []Process
+	logOffsets  map[string]int64
+	closeOnce   sync.Once
+	closeErr    error
+	routesFile  string
+	ingressArgs []string
+}
+
+var (
+	_ env.Environment  = (*Env)(nil)
+	_ env.LogCollector = (*Env)(nil)
+)
+
+type backend struct {
+	info artifacts.Backend
+	proc *proc
+}
+
+type ingress struct {
+	proc  *proc
+	proxy string // ip:port
+	admin *adminapi.Client
+}
+
+// New returns an environment that Setup will start. Nothing runs yet.
+func New(opts Options) (*Env, error) {
+	if opts.Scenario == nil {
+		return nil, errors.New("local: no scenario")
+	}
+	for _, b := range []struct{ flag, path string }{{"backend binary", opts.BackendBin}, {"ingress binary", opts.IngressBin}} {
+		if _, err := os.Stat(b.path); err != nil {
+			return nil, fmt.Errorf("local: %s: %w", b.flag, err)
+		}
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	if opts.Algorithm == "" {
+		opts.Algorithm = opts.Scenario.Protocol.Algorithms[0]
+	}
+	return &Env{
+		opts:       opts,
+		algorithm:  opts.Algorithm,
+		logOffsets: map[string]int64{},
+		client:     &http.Client{Timeout: 5 * time.Second},
+	}, nil
+}
+
+// Setup starts every backend replica, writes the routes file, starts the
+// ingress replicas and waits until all are ready.
+func (e *Env) Setup(ctx context.Context) error {
+	tmp, err := os.MkdirTemp("", "prequalbench-local-")
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	e.tmp = tmp
+	if err := os.MkdirAll(e.opts.LogDir, 0o755); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	// A resumed campaign shares the log directory: keep the earlier
+	// sessions' process list, and cut run logs from where they end.
+	_ = artifacts.ReadJSON(filepath.Join(e.opts.LogDir, ProcessesFile), &e.processes)
+	if entries, err := os.ReadDir(e.opts.LogDir); err == nil {
+		for _, ent := range entries {
+			if info, err := ent.Info(); err == nil && strings.HasSuffix(ent.Name(), ".log") {
+				e.logOffsets[filepath.Join(e.opts.LogDir, ent.Name())] = info.Size()
+			}
+		}
+	}
+	seed := e.opts.Seed
+	type routeFile struct {
+		Name      string   `json:"name"`
+		Host      string   `json:"host,omitempty"`
+		Path      string   `json:"path"`
+		PathType  string   `json:"pathType"`
+		Endpoints []string `json:"endpoints"`
+	}
+	var routes []routeFile
+	for _, r := range e.opts.Scenario.Workload.Routes {
+		rf := routeFile{Name: r.Name, Host: r.Host, Path: r.Path, PathType: r.PathType}
+		for _, g := range r.Backends {
+			for i := range g.Replicas {
+				seed++
+				name := fmt.Sprintf("backend-%s-%d", g.Name, i)
+				addrFile := filepath.Join(tmp, name+".addr")
+				args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10)}, g.Args()...)
+				p, err := e.start(name, e.opts.BackendBin, args)
+				if err != nil {
+					return err
+				}
+				b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)
+				if err != nil {
+					return err
+				}
+				addr := strings.TrimSpace(string(b))
+				e.setAddress(name, addr)
+				e.backends = append(e.backends, backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: r.Name}, proc: p})
+				rf.Endpoints = append(rf.Endpoints, addr)
+			}
+		}
+		routes = append(routes, rf)
+	}
+	for _, b := range e.backends {
+		if err := e.waitHealthy(ctx, b); err != nil {
+			return err
+		}
+	}
+	doc, err := yaml.Marshal(map[string]any{"routes": routes})
+	if err != nil {
+		return fmt.Errorf("local: routes file: %w", err)
+	}
+	e.routesFile = filepath.Join(e.opts.LogDir, "routes.yaml")
+	if err := artifacts.WriteFileAtomic(e.routesFile, doc); err != nil {
+		return err
+	}
+	e.ingressArgs = e.opts.Scenario.Ingress.Args()
+	for i := range e.opts.Scenario.Ingress.Replicas {
+		in, err := e.startIngress(ctx, i)
+		if err != nil {
+			return err
+		}
+		e.ingresses = append(e.ingresses, in)
+	}
+	return nil
+}
+
+func (e *Env) start(name, bin string, args []string) (*proc, error) {
+	p, err := startProc(name, filepath.Join(e.opts.LogDir, name+".log"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	e.processes = append(e.processes, Process{Name: name, PID: p.pid(), Command: append([]string{bin}, args...)})
+	if err := artifacts.WriteJSON(filepath.Join(e.opts.LogDir, ProcessesFile), e.processes); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func (e *Env) setAddress(name, addr string) {
+	for i := len(e.processes) - 1; i >= 0; i-- {
+		if e.processes[i].Name == name {
+			e.processes[i].Address = addr
+			_ = artifacts.WriteJSON(filepath.Join(e.opts.LogDir, ProcessesFile), e.processes)
+			return
+		}
+	}
+}
+
+func (e *Env) startIngress(ctx context.Context, i int) (*ingress, error) {
+	name := fmt.Sprintf("ingress-%d", i)
+	addrFile := filepath.Join(e.tmp, name+".addr")
+	os.Remove(addrFile) // a restart must not read the previous address
+	args := []string{"ingress", "--source", "file", "--routes", e.routesFile,
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--addr-file", addrFile,
+		"--default-algorithm", e.algorithm, "--seed", strconv.FormatUint(e.opts.Seed+uint64(1000+i), 10)}
+	args = append(args, e.ingressArgs...)
+	p, err := e.start(name, e.opts.IngressBin, args)
+	if err != nil {
+		return nil, err
+	}
+	b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	var addrs struct {
+		Proxy string `json:"proxy"`
+		Admin string `json:"admin"`
+	}
+	if err := json.Unmarshal(b, &addrs); err != nil || addrs.Proxy == "" || addrs.Admin == "" {
+		return nil, fmt.Errorf("local: %s wrote a bad address file %q, want {\"proxy\":..., \"admin\":...}", name, b)
+	}
+	e.setAddress(name, addrs.Proxy)
+	in := &ingress{proc: p, proxy: addrs.Proxy, admin: adminapi.NewClient("http://"+addrs.Admin, "")}
+	if err := poll(ctx, e.opts.ReadyTimeout, func() error {
+		if p.exited() {
+			return errExited
+		}
+		return in.admin.Ready(ctx)
+	}); err != nil {
+		return nil, fmt.Errorf("local: %s not ready: %w; see %s", name, err, p.log.Name())
+	}
+	return in, nil
+}
+
+var errExited = errors.New("process exited")
+
+// poll calls f every 20 ms until it returns nil, errExited, or timeout.
+func poll(ctx context.Context, timeout time.Duration, f func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil || errors.Is(err, errExited) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *Env) waitHealthy(ctx context.Context, b backend) error {
+	err := poll(ctx, e.opts.ReadyTimeout, func() error {
+		if b.proc.exited() {
+			return errExited
+		}
+		_, err := e.get(ctx, "http://"+b.info.Address+"/healthz")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("local: %s not healthy: %w; see %s", b.proc.name, err, b.proc.log.Name())
+	}
+	return nil
+}
+
+// Backends lists every backend replica.
+func (e *Env) Backends() []artifacts.Backend {
+	out := make([]artifacts.Backend, len(e.backends))
+	for i, b := range e.backends {
+		out[i] = b.info
+	}
+	return out
+}
+
+// LoadTargets returns one target per ingress replica and route, with the
+// route's weight split evenly over the replicas.
+func (e *Env) LoadTargets() []env.Target {
+	var ts []env.Target
+	n := float64(len(e.ingresses))
+	for _, in := range e.ingresses {
+		for _, r := range e.opts.Scenario.Workload.Routes {
+			ts = append(ts, env.Target{
+				URL:    fmt.Sprintf("http://%s%s?iterations=%d", in.proxy, r.Path, r.Iterations),
+				Host:   r.Host,
+				Weight: r.Weight / n,
+				Route:  r.Name,
+			})
+		}
+	}
+	return ts
+}
+
+// SetAlgorithm switches every route of every ingress replica. It first
+// waits (up to DrainTimeout) for the previous run's requests to finish, so
+// no request picked by one policy completes under the next; Reset reports
+// a drain that did not happen.
+func (e *Env) SetAlgorithm(ctx context.Context, algorithm string) error {
+	_ = poll(ctx, e.opts.DrainTimeout, func() error { return e.drained(ctx) })
+	for i, in := range e.ingresses {
+		if err := in.admin.SetAlgorithm(ctx, "", algorithm); err != nil {
+			return fmt.Errorf("local: ingress-%d: set algorithm %s: %w", i, algorithm, err)
+		}
+	}
+	e.algorithm = algorithm
+	return nil
+}
+
+// Snapshot returns /admin/state of every ingress replica.
+func (e *Env) Snapshot(ctx context.Context) ([]adminapi.State, error) {
+	out := make([]adminapi.State, len(e.ingresses))
+	for i, in := range e.ingresses {
+		st, err := in.admin.State(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("local: ingress-%d: state: %w", i, err)
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// Facts describes the host and the local environment.
+func (e *Env) Facts() artifacts.Environment {
+	f := env.HostFacts(e.opts.RepoDir)
+	f.Name = "local"
+	f.IngressReplicas = e.opts.Scenario.Ingress.Replicas
+	return f
+}
+
+// Close stops every process (concurrently) and removes the temp files.
+func (e *Env) Close() error {
+	e.closeOnce.Do(func() {
+		var ps []*proc
+		for _, in := range e.ingresses {
+			ps = append(ps, in.proc)
+		}
+		for _, b := range e.backends {
+			ps = append(ps, b.proc)
+		}
+		e.closeErr = stopAll(ps)
+		if e.tmp != "" {
+			os.RemoveAll(e.tmp)
+		}
+	})
+	return e.closeErr
+}
+
+// CollectLogs copies what every process logged since the last call into dir.
+func (e *Env) CollectLogs(dir string) error {
+	entries, err := os.ReadDir(e.opts.LogDir)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	for _, ent := range entries {
+		name := ent.Name()
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		if err := e.copyTail(filepath.Join(e.opts.LogDir, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Env) copyTail(src, dst string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(e.logOffsets[src], io.SeekStart); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	e.logOffsets[src] += int64(len(b))
+	return artifacts.WriteFileAtomic(dst, b)
+}
+
+func (e *Env) get(ctx context.Context, url string) ([]byte, error) {
+	return e.do(ctx, http.MethodGet, url)
+}
+
+func (e *Env) do(ctx context.Context, method, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}

@@ -1,0 +1,124 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long a process has to exit after SIGTERM before SIGKILL.
+const stopGrace = 5 * time.Second
+
+// proc is one child process in its own process group, its output appended
+// to a log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed when Wait returns
+	err  error         // Wait's result, valid after done
+
+	stopOnce sync.Once
+}
+
+// startProc starts bin with args in a new process group (so a Ctrl-C in
+// the terminal reaches only us, and we stop the children in order), stdout and stderr
+// appended to logPath. The process is not tied to ctx: it lives until stop.
+func startProc(name, logPath, bin string, args ...string) (*proc, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	fmt.Fprintf(log, "# %s: %s %q\n", time.Now().UTC().Format(time.RFC3339), bin, args)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = log
+	cmd.Stderr = log
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("local: start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// exited reports whether the process has ended.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after stopGrace, and waits for the
+// process. It is idempotent. Signals go through os.Process, which never
+// signals a pid that has been reaped (and might be reused).
+func (p *proc) stop() error {
+	p.stopOnce.Do(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(stopGrace):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+		p.log.Close()
+	})
+	return nil
+}
+
+// stopAll stops the processes concurrently, so a slow one does not delay
+// the others' SIGTERM.
+func stopAll(ps []*proc) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.stop()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitFile polls for path to exist with content, failing early when the
+// process exits.
+func waitFile(ctx context.Context, p *proc, path string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("local: %s exited before listening (%v); see %s", p.name, p.err, p.log.Name())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("local: %s did not write %s within %s: %w", p.name, path, timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+)
+
+// backendStats is the backend's /stats and /reset answer.
+type backendStats struct {
+	InFlight int    `json:"in_flight"`
+	Queued   int    `json:"queued"`
+	Served   uint64 `json:"served"`
+	Rejected uint64 `json:"rejected"`
+	MaxQueue int    `json:"max_queue"`
+}
+
+// backendProbe is the backend's /prequal/probe answer.
+type backendProbe struct {
+	RIF     int      `json:"rif"`
+	Latency *float64 `json:"latency_median_ms"`
+	Samples int      `json:"samples"`
+}
+
+// Reset waits for the previous run's requests to drain, resets the
+// backends (latency history and counters), then the ingress (admin reset
+// or restart), and verifies all of it: zero in flight and zero counters
+// on every backend, a probe that reports no history, and an ingress state
+// whose pools and counters are empty.
+func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) {
+	var problems []string
+	if err := poll(ctx, e.opts.DrainTimeout, func() error { return e.drained(ctx) }); err != nil {
+		if ctx.Err() != nil {
+			return env.Verification{}, ctx.Err()
+		}
+		problems = append(problems, "did not drain: "+err.Error())
+	}
+	for _, b := range e.backends {
+		body, err := e.do(ctx, http.MethodPost, "http://"+b.info.Address+"/reset")
+		if err != nil {
+			return env.Verification{}, fmt.Errorf("local: reset backend %s: %w", b.info.Address, err)
+		}
+		var st backendStats
+		if err := json.Unmarshal(body, &st); err != nil {
+			return env.Verification{}, fmt.Errorf("local: reset backend %s: bad answer %q", b.info.Address, body)
+		}
+		if st.InFlight != 0 || st.Queued != 0 || st.Served != 0 || st.Rejected != 0 || st.MaxQueue != 0 {
+			problems = append(problems, fmt.Sprintf("backend %s after reset: %+v", b.info.Address, st))
+		}
+		body, err = e.get(ctx, "http://"+b.info.Address+"/prequal/probe")
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("backend %s probe: %v", b.info.Address, err))
+			continue
+		}
+		var pr backendProbe
+		if err := json.Unmarshal(body, &pr); err != nil {
+			problems = append(problems, fmt.Sprintf("backend %s probe: bad answer %q", b.info.Address, body))
+			continue
+		}
+		if pr.RIF != 0 || pr.Latency != nil || pr.Samples != 0 {
+			problems = append(problems, fmt.Sprintf("backend %s probe after reset: rif %d, samples %d, latency known %v", b.info.Address, pr.RIF, pr.Samples, pr.Latency != nil))
+		}
+	}
+	switch mode {
+	case scenario.ResetAdmin:
+		for i, in := range e.ingresses {
+			st, err := in.admin.Reset(ctx, "")
+			if err != nil {
+				return env.Verification{}, fmt.Errorf("local: ingress-%d: reset: %w", i, err)
+			}
+			if err := st.VerifyReset(); err != nil {
+				problems = append(problems, fmt.Sprintf("ingress-%d: %v", i, err))
+			}
+		}
+	case scenario.ResetRestart:
+		if err := e.restartIngress(ctx); err != nil {
+			return env.Verification{}, err
+		}
+		for i, in := range e.ingresses {
+			st, err := in.admin.State(ctx)
+			if err != nil {
+				return env.Verification{}, fmt.Errorf("local: ingress-%d: state: %w", i, err)
+			}
+			if err := verifyFresh(st); err != nil {
+				problems = append(problems, fmt.Sprintf("ingress-%d after restart: %v", i, err))
+			}
+		}
+	default:
+		return env.Verification{}, fmt.Errorf("local: reset mode %q, allowed: %s, %s", mode, scenario.ResetAdmin, scenario.ResetRestart)
+	}
+	if len(problems) > 0 {
+		return env.Verification{Verified: false, Detail: strings.Join(problems, "; ")}, nil
+	}
+	return env.Verification{Verified: true, Detail: fmt.Sprintf("%s reset: %d backends and %d ingress replicas clean", mode, len(e.backends), len(e.ingresses))}, nil
+}
+
+// verifyFresh checks a just-started ingress: no request routed yet and
+// nothing in flight. Its pools may already hold idle probes, which are
+// fresh by construction.
+func verifyFresh(st adminapi.State) error {
+	for _, r := range st.Routes {
+		if r.Requests != 0 || r.Policy.Picks != 0 {
+			return fmt.Errorf("route %s: %d requests, %d picks", r.Key, r.Requests, r.Policy.Picks)
+		}
+		for _, ep := range r.Policy.Endpoints {
+			if ep.InFlight != 0 {
+				return fmt.Errorf("route %s: %s has %d in flight", r.Key, ep.Address, ep.InFlight)
+			}
+		}
+	}
+	return nil
+}
+
+// drained returns nil when no request is in flight or queued anywhere.
+func (e *Env) drained(ctx context.Context) error {
+	for _, b := range e.backends {
+		body, err := e.get(ctx, "http://"+b.info.Address+"/stats")
+		if err != nil {
+			return fmt.Errorf("backend %s stats: %w", b.info.Address, err)
+		}
+		var st backendStats
+		if err := json.Unmarshal(body, &st); err != nil {
+			return fmt.Errorf("backend %s stats: bad answer %q", b.info.Address, body)
+		}
+		if st.InFlight != 0 || st.Queued != 0 {
+			return fmt.Errorf("backend %s: %d in flight, %d queued", b.info.Address, st.InFlight, st.Queued)
+		}
+	}
+	for i, in := range e.ingresses {
+		st, err := in.admin.State(ctx)
+		if err != nil {
+			return fmt.Errorf("ingress-%d state: %w", i, err)
+		}
+		for _, r := range st.Routes {
+			for _, ep := range r.Policy.Endpoints {
+				if ep.InFlight != 0 {
+					return fmt.Errorf("ingress-%d route %s: %s has %d in flight", i, r.Key, ep.Address, ep.InFlight)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// restartIngress stops every ingress replica and starts fresh ones (new
+// ports) with the current algorithm.
+func (e *Env) restartIngress(ctx context.Context) error {
+	old := make([]*proc, len(e.ingresses))
+	for i, in := range e.ingresses {
+		old[i] = in.proc
+	}
+	if err := stopAll(old); err != nil {
+		return err
+	}
+	for i := range e.ingresses {
+		in, err := e.startIngress(ctx, i)
+		if err != nil {
+			return err
+		}
+		e.ingresses[i] = in
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/prequalbench/prequalbench/campaign"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/env/local"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/reports"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func init() { subcommands = append(subcommands, newCampaignCommand) }
+
+// campaignEnvs maps --env names to the code that builds that environment.
+// Other environments (kind, kube) register here from their own file's
+// init function.
+var campaignEnvs = map[string]func(ctx context.Context, f *campaignRunFlags, out io.Writer) (campaign.EnvFactory, error){
+	"local": localEnv,
+}
+
+// campaignRunFlags are the flags of `campaign run`.
+type campaignRunFlags struct {
+	scenario        string
+	env             string
+	algorithms      []string
+	reps            int
+	seed            uint64
+	out             string
+	durationScale   float64
+	resume          string
+	backendBin      string
+	ingressBin      string
+	ingressReplicas int
+	reset           string
+	order           string
+	noReport        bool
+}
+
+func newCampaignCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "campaign",
+		Short: "Run benchmark campaigns and browse the scenario catalogue",
+	}
+	c.AddCommand(newCampaignRunCommand(), newCampaignListCommand(), newCampaignShowCommand())
+	return c
+}
+
+func newCampaignRunCommand() *cobra.Command {
+	f := &campaignRunFlags{}
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run a scenario: interleaved, reset and warmed-up reps of every algorithm, then a report",
+		Long: `Run a scenario from the catalogue (see "campaign list") or a YAML file.
+
+Every rep runs every algorithm in an order drawn from --seed. Before each run
+the ingress and the backends are reset and the reset is verified; a warmup is
+discarded; the measured window's latency histogram, per-second series and
+the ingress state before and after are written under
+<out>/<UTC time>-<scenario>/. A failed run is recorded and the campaign goes
+on. Ctrl-C keeps every finished run; --resume DIR finishes the campaign.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCampaign(cmd, f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.scenario, "scenario", "quickstart", "catalogue name or path to a scenario YAML file")
+	fl.StringVar(&f.env, "env", "local", "environment: "+strings.Join(envNames(), ", "))
+	fl.StringSliceVar(&f.algorithms, "algorithms", nil, "algorithms to compare (overrides the scenario), e.g. prequal,round-robin")
+	fl.IntVar(&f.reps, "reps", 0, "repetitions of every algorithm (overrides the scenario)")
+	fl.Uint64Var(&f.seed, "seed", 0, "seed of the plan's order and of the load (overrides the scenario)")
+	fl.StringVar(&f.out, "out", "results", "directory that receives the campaign directory")
+	fl.Float64Var(&f.durationScale, "duration-scale", 1, "multiply every duration (phases, warmup, cooldown) by this, for a quick look")
+	fl.StringVar(&f.resume, "resume", "", "finish the interrupted campaign in this directory")
+	fl.StringVar(&f.backendBin, "backend-bin", "", "prequal-backend binary (default: backend/target/release/prequal-backend, built with cargo when missing)")
+	fl.StringVar(&f.ingressBin, "ingress-bin", "", "prequalbench binary to run as the ingress (default: this executable)")
+	fl.IntVar(&f.ingressReplicas, "ingress-replicas", 0, "ingress replicas (overrides the scenario)")
+	fl.StringVar(&f.reset, "reset", "", "reset between runs: admin or restart (overrides the scenario)")
+	fl.StringVar(&f.order, "order", "", "run order: shuffle, rotate or sequential (overrides the scenario)")
+	fl.BoolVar(&f.noReport, "no-report", false, "do not build REPORT.md at the end")
+	return c
+}
+
+func envNames() []string {
+	names := make([]string, 0, len(campaignEnvs))
+	for n := range campaignEnvs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func badInput(err error) error { return &exitError{code: 2, err: err} }
+
+// resolveScenario loads the scenario and applies the flags' overrides.
+func resolveScenario(cmd *cobra.Command, f *campaignRunFlags) (*scenario.Scenario, error) {
+	s, err := scenario.Lookup(f.scenario)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	p := &s.Protocol
+	if cmd.Flags().Changed("algorithms") {
+		p.Algorithms = nil
+		for _, a := range f.algorithms {
+			c, err := loadbalancer.Canonical(a)
+			if err != nil {
+				return nil, badInput(fmt.Errorf("--algorithms: %w", err))
+			}
+			p.Algorithms = append(p.Algorithms, c)
+		}
+		if len(p.Algorithms) == 0 {
+			return nil, badInput(fmt.Errorf("--algorithms: empty, want one or more of %s", strings.Join(loadbalancer.Names(), ", ")))
+		}
+		// The reference stays prequal when compared, else the first.
+		p.Reference = p.Algorithms[0]
+		for _, a := range p.Algorithms {
+			if a == loadbalancer.NamePrequal {
+				p.Reference = a
+			}
+		}
+	}
+	if cmd.Flags().Changed("reps") {
+		p.Reps = f.reps
+	}
+	if cmd.Flags().Changed("seed") {
+		p.Seed = f.seed
+	}
+	if f.reset != "" {
+		p.Reset = f.reset
+	}
+	if f.order != "" {
+		p.Order = f.order
+	}
+	if cmd.Flags().Changed("ingress-replicas") {
+		s.Ingress.Replicas = f.ingressReplicas
+	}
+	if cmd.Flags().Changed("duration-scale") {
+		if !(f.durationScale > 0 && f.durationScale <= 100) {
+			return nil, badInput(fmt.Errorf("--duration-scale: got %v, want a factor in (0, 100]", f.durationScale))
+		}
+		s.Scale(f.durationScale)
+	}
+	if errs := s.Validate(); len(errs) > 0 {
+		return nil, badInput(fmt.Errorf("after the command-line overrides: %w", errs))
+	}
+	return s, nil
+}
+
+func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
+	ctx := cmd.Context()
+	out := cmd.OutOrStdout()
+	mkEnv, ok := campaignEnvs[f.env]
+	if !ok {
+		return badInput(fmt.Errorf("--env: got %q, allowed: %s", f.env, strings.Join(envNames(), ", ")))
+	}
+	opts := campaign.Options{OutDir: f.out, Warn: cmd.ErrOrStderr()}
+	if f.resume != "" {
+		for _, name := range []string{"scenario", "algorithms", "reps", "seed", "duration-scale", "ingress-replicas", "reset", "order"} {
+			if cmd.Flags().Changed(name) {
+				return badInput(fmt.Errorf("--resume finishes a campaign with its recorded scenario; drop --%s", name))
+			}
+		}
+		opts.ResumeDir = f.resume
+	} else {
+		s, err := resolveScenario(cmd, f)
+		if err != nil {
+			return err
+		}
+		opts.Scenario = s
+	}
+	factory, err := mkEnv(ctx, f, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	opts.Env = factory
+	opts.Progress = campaign.NewProgress(out, isTerminal(out))
+
+	res, runErr := campaign.Run(ctx, opts)
+	if res == nil {
+		return runErr
+	}
+	if len(res.Runs) > 0 {
+		fmt.Fprintln(out)
+		if err := campaign.WriteSummary(out, campaign.Summarize(res.Campaign.Algorithms, res.Runs)); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "interrupted: finished runs are kept in %s; finish with:\n  prequalbench campaign run --resume %s\n", res.Dir, res.Dir)
+		}
+		return runErr
+	}
+	fmt.Fprintf(out, "\nartifacts: %s\n", res.Dir)
+	if !f.noReport {
+		if err := reports.Build(res.Dir, reports.Options{}); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		fmt.Fprintf(out, "report:    %s\n", filepath.Join(res.Dir, "REPORT.md"))
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// localEnv builds the local environment: it finds or builds the backend
+// and uses this executable as the ingress.
+func localEnv(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	repo, repoErr := local.FindRepo(cwd)
+	if repoErr != nil && f.backendBin == "" {
+		if p := os.Getenv("PREQUALBENCH_BACKEND_BIN"); p != "" {
+			f.backendBin = p
+		} else {
+			return nil, badInput(repoErr)
+		}
+	}
+	backendBin, err := local.BackendBinary(ctx, repo, f.backendBin, func(s string) { fmt.Fprintln(msg, s) })
+	if err != nil {
+		return nil, err
+	}
+	ingressBin := f.ingressBin
+	if ingressBin == "" {
+		if ingressBin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("--ingress-bin: cannot find this executable: %w", err)
+		}
+	}
+	return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
+		return local.New(local.Options{
+			Scenario:   s,
+			BackendBin: backendBin,
+			IngressBin: ingressBin,
+			LogDir:     filepath.Join(dir, "logs"),
+			RepoDir:    repo,
+			Seed:       seed,
+		})
+	}, nil
+}
+
+func newCampaignListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the scenario catalogue",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t := tablewriter.NewTable(cmd.OutOrStdout(), tablewriter.WithHeaderAutoFormat(tw.Off))
+			t.Header("scenario", "runs", "time", "load", "ingress", "description")
+			for _, name := range scenario.Names() {
+				s, err := scenario.Catalogue(name)
+				if err != nil {
+					return err
+				}
+				p := s.Protocol
+				runs := len(p.Algorithms) * p.Reps
+				perRun := p.Warmup.Std() + s.Load.MeasuredDuration() + p.Cooldown.Std()
+				if err := t.Append(name, fmt.Sprintf("%d x %d", len(p.Algorithms), p.Reps),
+					(time.Duration(runs) * perRun).Round(time.Second).String(), loadSummary(s.Load),
+					s.Ingress.Replicas, firstSentence(s.Description)); err != nil {
+					return err
+				}
+			}
+			return t.Render()
+		},
+	}
+}
+
+// loadSummary describes a load in a few words.
+func loadSummary(l scenario.Load) string {
+	if len(l.Open) == 0 {
+		return fmt.Sprintf("%d users, %s", l.Users, l.Duration)
+	}
+	var parts []string
+	for _, p := range l.Open {
+		switch p.Kind {
+		case scenario.PhaseConstant:
+			parts = append(parts, fmt.Sprintf("%g rps %s", p.Rate, p.Duration))
+		case scenario.PhaseRamp:
+			parts = append(parts, fmt.Sprintf("%g→%g rps %s", p.From, p.To, p.Duration))
+		case scenario.PhaseSteps:
+			parts = append(parts, fmt.Sprintf("%g→%g rps in %d steps %s", p.From, p.To, p.Steps, p.Duration))
+		case scenario.PhaseBurst:
+			parts = append(parts, fmt.Sprintf("%g↔%g rps %s", p.High, p.Low, p.Duration))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// firstSentence shortens a description for the list.
+func firstSentence(s string) string {
+	if i := strings.Index(s, ": "); i > 0 && i < 100 {
+		s = s[:i]
+	} else if i := strings.Index(s, ". "); i > 0 {
+		s = s[:i]
+	}
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+func newCampaignShowCommand() *cobra.Command {
+	var scale float64
+	c := &cobra.Command{
+		Use:   "show NAME|FILE",
+		Short: "Print a scenario as resolved YAML (defaults filled in)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := scenario.Lookup(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			if scale != 1 {
+				if !(scale > 0 && scale <= 100) {
+					return badInput(errors.New("--duration-scale: want a factor in (0, 100]"))
+				}
+				s.Scale(scale)
+			}
+			b, err := scenario.Marshal(s)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+	c.Flags().Float64Var(&scale, "duration-scale", 1, "multiply every duration by this")
+	return c
+}

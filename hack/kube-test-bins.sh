@@ -18,6 +18,16 @@ mkdir -p "$out"
 
 log() { echo "kube-test-bins: $*" >&2; }
 
+# Several test binaries (and `make test`) may call this at once: one builds,
+# the others wait for it instead of building the same thing in parallel.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$out/.lock"
+  if ! flock -n 9; then
+    log "another build is running; waiting for it"
+    flock 9
+  fi
+fi
+
 if [[ ! -x "$out/etcd" ]]; then
   log "building etcd $ETCD_VERSION (once per machine)"
   work=$(mktemp -d)
@@ -30,8 +40,8 @@ if [[ ! -x "$out/etcd" ]]; then
       go mod edit -replace "go.etcd.io/etcd/$m/v3=go.etcd.io/etcd/$m/v3@$ETCD_VERSION"
     done
     go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
-    go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3 >&2
-    mv "$out/etcd.tmp" "$out/etcd"
+    go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp.$$" go.etcd.io/etcd/server/v3 >&2
+    mv "$out/etcd.tmp.$$" "$out/etcd"
   )
   rm -rf "$work"; trap - EXIT
 fi
@@ -55,8 +65,8 @@ if [[ ! -x "$out/kube-apiserver" ]]; then
     for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       ld="$ld -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
     done
-    go build -trimpath -ldflags "$ld" -o "$out/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
-    mv "$out/kube-apiserver.tmp" "$out/kube-apiserver"
+    go build -trimpath -ldflags "$ld" -o "$out/kube-apiserver.tmp.$$" k8s.io/kubernetes/cmd/kube-apiserver >&2
+    mv "$out/kube-apiserver.tmp.$$" "$out/kube-apiserver"
   )
   rm -rf "$work"; trap - EXIT
 fi

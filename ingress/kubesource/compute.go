@@ -17,6 +17,7 @@ import (
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
 type listers struct {
@@ -212,7 +213,7 @@ func (s *Source) algorithm(ing *networkingv1.Ingress) string {
 	if !ok || v == "" {
 		return ""
 	}
-	name, err := canonicalAlgorithm(v)
+	name, err := loadbalancer.Canonical(v)
 	if err != nil {
 		s.warnOnce("algo "+ing.Namespace+"/"+ing.Name+"="+v,
 			"invalid load-balancing annotation; using the default algorithm",

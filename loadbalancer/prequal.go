@@ -33,7 +33,10 @@ import (
 //   - The RIF quantile comes from the last RIFWindow probe answers (a count
 //     window longer than the pool), nearest-rank; hot means RIF above it.
 //   - Ties (equal cold latency, equal hot RIF) are broken uniformly at
-//     random by reservoir sampling, so identical replicas are not herded.
+//     random, so identical replicas are not herded; ties for "worst" go to
+//     the oldest probe.
+//   - Probe failures are counted, and the replica's entry stays until it
+//     ages out or is removed: the paper leaves error aversion unspecified.
 type prequal struct {
 	base
 	cfg PrequalConfig

@@ -75,7 +75,13 @@ type Config struct {
 	// Connections is the number of idle keep-alive connections kept per
 	// host by NewClient (default DefaultConnections).
 	Connections int
-	Seed        uint64
+	// MaxConnections caps the connections per host opened by NewClient
+	// (0 = no cap, as in vegeta). Requests beyond it wait inside the
+	// client for a free connection, their latency still running from the
+	// intended time. A cap stops a CPU-starved sender from falling into a
+	// storm of new connections, each making it later still.
+	MaxConnections int
+	Seed           uint64
 	// Client, when set, is used instead of a fresh NewClient(cfg); pass
 	// the same one to a warmup run and the measured run to reuse
 	// connections.
@@ -165,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWorkers < 0 {
 		bad("max_workers", "must be >= 0 (0 = %d), got %d", DefaultMaxWorkers, c.MaxWorkers)
+	}
+	if c.MaxConnections < 0 {
+		bad("max_connections", "must be >= 0 (0 = no cap), got %d", c.MaxConnections)
 	}
 	if c.Connections < 0 {
 		bad("connections", "must be >= 0 (0 = %d), got %d", DefaultConnections, c.Connections)

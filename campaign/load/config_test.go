@@ -91,6 +91,7 @@ func TestValidate_NamesTheField(t *testing.T) {
 		{"timeout", func(c *Config) { c.Timeout = -1 }, "timeout: must be >= 0"},
 		{"max workers", func(c *Config) { c.MaxWorkers = -1 }, "max_workers: must be >= 0"},
 		{"connections", func(c *Config) { c.Connections = -1 }, "connections: must be >= 0"},
+		{"max connections", func(c *Config) { c.MaxConnections = -1 }, "max_connections: must be >= 0"},
 	} {
 		c := validOpen()
 		tc.edit(&c)

@@ -29,6 +29,7 @@ func NewClient(cfg Config) *http.Client {
 		Transport: &http.Transport{
 			DialContext:         dialer.DialContext,
 			MaxIdleConnsPerHost: cfg.Connections,
+			MaxConnsPerHost:     cfg.MaxConnections,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: cfg.Timeout,
 			DisableCompression:  true,

@@ -235,3 +235,20 @@ func TestAllPolicies_StatsCounters(t *testing.T) {
 		})
 	}
 }
+
+func TestPeakEWMA_SetEndpointsKeepsEstimates(t *testing.T) {
+	p := newPolicy(t, "peak-ewma", 3, nil).(*peakEWMA)
+	a := addrs(3)
+	p.Done(t0, Picked{Endpoint: a[2], index: 2, gen: p.gen}, 80*time.Millisecond, 200)
+	p.SetEndpoints(t0, []string{"10.9.9.9:80", a[2]})
+	if got := p.estimate(1, t0); got != float64(80*time.Millisecond) {
+		t.Errorf("estimate of a surviving endpoint = %v, want 80ms", time.Duration(got))
+	}
+	if got := p.estimate(0, t0); got != float64(30*time.Millisecond) {
+		t.Errorf("estimate of a new endpoint = %v, want the 30ms default", time.Duration(got))
+	}
+	p.Reset(t0)
+	if got := p.estimate(1, t0); got != float64(30*time.Millisecond) {
+		t.Errorf("estimate after Reset = %v, want the default", time.Duration(got))
+	}
+}

@@ -548,3 +548,17 @@ func TestPrequal_ResetEmptiesPoolKeepsInFlight(t *testing.T) {
 		t.Errorf("in flight after Done = %d", got)
 	}
 }
+
+func TestPrequal_PoolOrderedByReceiptEvenOutOfOrder(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	p.ProbeResult(at(10), p.eps[0].addr, known(0, time.Millisecond))
+	p.ProbeResult(at(5), p.eps[1].addr, known(0, time.Millisecond))
+	p.ProbeResult(at(20), p.eps[2].addr, known(0, time.Millisecond))
+	var order []int32
+	for _, e := range p.pool {
+		order = append(order, e.ep)
+	}
+	if len(order) != 3 || order[0] != 1 || order[1] != 0 || order[2] != 2 {
+		t.Errorf("pool order = %v, want [1 0 2] (oldest receipt first)", order)
+	}
+}

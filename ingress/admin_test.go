@@ -231,12 +231,11 @@ func value(m *dto.Metric) float64 {
 func TestMetrics_EveryCounterFires(t *testing.T) {
 	be := testbackend.Start(t, "--service-time", "1ms")
 	cfg := loadbalancer.DefaultConfig()
-	ing, url := newTestIngress(t, Options{Policy: cfg, ProbeQueueSize: 1, ProbeWorkers: 1},
+	ing, url := newTestIngress(t, Options{Policy: cfg},
 		route.Spec{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}},
 		route.Spec{Key: "clash", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}, Origin: "z"},
 	)
-	// The first pick of an empty pool is a fallback; with a queue of one,
-	// three probes per query overflow it (dropped).
+	// The first pick of an empty pool is a fallback.
 	for range 10 {
 		get(t, url+"/work?iterations=1", "")
 	}
@@ -265,22 +264,46 @@ func TestMetrics_EveryCounterFires(t *testing.T) {
 			t.Errorf("%s missing", name)
 		}
 	}
-	// Dropped probes are counted by outcome.
+}
+
+// TestMetrics_DroppedProbes: with no prober workers running and a queue of
+// one, the second probe of a route cannot be queued and is counted dropped.
+func TestMetrics_DroppedProbes(t *testing.T) {
+	be := testbackend.Start(t, "--service-time", "1ms")
+	ing, err := New(Options{Seed: 1, ProbeQueueSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing.Update([]route.Spec{{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}}})
+	for range 3 {
+		w := httptest.NewRecorder()
+		ing.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://x/work?iterations=1", nil))
+		if w.Code != 200 {
+			t.Fatalf("status %d", w.Code)
+		}
+	}
 	mfs, _ := ing.Registry().Gather()
 	var dropped float64
 	for _, mf := range mfs {
-		if mf.GetName() == "prequal_probe_results_total" {
-			for _, m := range mf.Metric {
-				for _, l := range m.Label {
-					if l.GetName() == "outcome" && l.GetValue() == "dropped" {
-						dropped += m.Counter.GetValue()
-					}
+		if mf.GetName() != "prequal_probe_results_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "outcome" && l.GetValue() == "dropped" {
+					dropped += m.Counter.GetValue()
 				}
 			}
 		}
 	}
-	if dropped == 0 {
-		t.Error("no dropped probe counted with a queue of one")
+	if dropped < 2 {
+		t.Fatalf("dropped probes counted %v, want >= 2", dropped)
+	}
+	if n := ing.State().Routes[0].Policy.ProbeOutcomes[loadbalancer.ProbeDropped]; n < 2 {
+		t.Fatalf("policy saw %d dropped probes, want >= 2", n)
+	}
+	if d := ing.State().ProbeQueueDepth; d != 1 {
+		t.Fatalf("queue depth %d, want 1", d)
 	}
 }
 

@@ -59,8 +59,10 @@ func newCampaignCommand() *cobra.Command {
 	return c
 }
 
-func newCampaignRunCommand() *cobra.Command {
-	f := &campaignRunFlags{}
+func newCampaignRunCommand() *cobra.Command { return campaignRunCommand(&campaignRunFlags{}) }
+
+// campaignRunCommand builds `campaign run` with its flags bound to f.
+func campaignRunCommand(f *campaignRunFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run a scenario: interleaved, reset and warmed-up reps of every algorithm, then a report",

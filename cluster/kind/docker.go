@@ -1,0 +1,174 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+	"sigs.k8s.io/kind/pkg/log"
+)
+
+// RealDeps are the Docker and kind library implementations.
+func RealDeps() Deps {
+	p := &provider{p: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(log.NoopLogger{}))}
+	return Deps{Provider: p, Builder: dockerCLI{}, Loader: &nodeLoader{p: p, docker: dockerCLI{}}}
+}
+
+// provider adapts the kind library's Provider.
+type provider struct{ p *cluster.Provider }
+
+var _ ClusterProvider = (*provider)(nil)
+
+func (p *provider) Create(name string, config []byte, nodeImage string, wait time.Duration) error {
+	opts := []cluster.CreateOption{
+		cluster.CreateWithRawConfig(config),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false),
+	}
+	if nodeImage != "" {
+		opts = append(opts, cluster.CreateWithNodeImage(nodeImage))
+	}
+	if wait > 0 {
+		opts = append(opts, cluster.CreateWithWaitForReady(wait))
+	}
+	return p.p.Create(name, opts...)
+}
+
+func (p *provider) Delete(name string) error               { return p.p.Delete(name, "") }
+func (p *provider) List() ([]string, error)                { return p.p.List() }
+func (p *provider) KubeConfig(name string) (string, error) { return p.p.KubeConfig(name, false) }
+
+func (p *provider) Nodes(name string) ([]Node, error) {
+	ns, err := p.internal(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Node, 0, len(ns))
+	for _, n := range ns {
+		role, err := n.Role()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Node{Name: n.String(), Role: role})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (p *provider) internal(name string) ([]nodes.Node, error) {
+	return p.p.ListInternalNodes(name)
+}
+
+// dockerCLI runs the docker command line.
+type dockerCLI struct{}
+
+var _ ImageBuilder = dockerCLI{}
+
+// BuildArgs is the docker command line of a build, sorted build args.
+func BuildArgs(s BuildSpec) []string {
+	args := []string{"build", "-f", s.Dockerfile, "-t", s.Tag}
+	keys := make([]string, 0, len(s.BuildArgs))
+	for k := range s.BuildArgs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--build-arg", k+"="+s.BuildArgs[k])
+	}
+	return append(args, s.Context)
+}
+
+func (dockerCLI) Build(ctx context.Context, s BuildSpec) error {
+	cmd := exec.CommandContext(ctx, "docker", BuildArgs(s)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("docker %s: %w", strings.Join(BuildArgs(s), " "), err)
+	}
+	return nil
+}
+
+func (dockerCLI) ImageID(ctx context.Context, image string) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", "{{.Id}}", image).Output()
+	if err != nil {
+		return "", fmt.Errorf("docker image inspect %s: %w", image, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (dockerCLI) save(ctx context.Context, image, dest string) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", "save", "-o", dest, image)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("docker save %s: %w: %s", image, err, stderr.String())
+	}
+	return nil
+}
+
+// nodeLoader repeats `kind load docker-image`: skip nodes whose image ID
+// already matches, docker save once, import the archive into each other
+// node with the kind library's node utilities.
+type nodeLoader struct {
+	p      *provider
+	docker dockerCLI
+}
+
+var _ ImageLoader = (*nodeLoader)(nil)
+
+func (l *nodeLoader) Load(ctx context.Context, clusterName, image string, want []Node) error {
+	id, err := l.docker.ImageID(ctx, image)
+	if err != nil {
+		return err
+	}
+	all, err := l.p.internal(clusterName)
+	if err != nil {
+		return err
+	}
+	wanted := map[string]bool{}
+	for _, n := range want {
+		wanted[n.Name] = true
+	}
+	var todo []nodes.Node
+	for _, n := range all {
+		if !wanted[n.String()] {
+			continue
+		}
+		if have, err := nodeutils.ImageID(n, image); err == nil && have == id {
+			continue
+		}
+		todo = append(todo, n)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "prequalbench-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	tar := filepath.Join(dir, "image.tar")
+	if err := l.docker.save(ctx, image, tar); err != nil {
+		return err
+	}
+	for _, n := range todo {
+		f, err := os.Open(tar)
+		if err != nil {
+			return err
+		}
+		err = nodeutils.LoadImageArchive(n, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("load %s into node %s: %w", image, n, err)
+		}
+	}
+	return nil
+}

@@ -46,6 +46,7 @@ type prequal struct {
 	rifRing   []int // last RIFWindow probe RIFs in arrival order
 	rifSorted []int // the same values, sorted
 	rifNext   int
+	fullRank  int // quantileRank(QRIF, RIFWindow), the rank once the window is full
 
 	perm        []int   // a permutation of endpoint indexes, for sampling without replacement
 	bReuse      float64 // Eq. 1 for the current n
@@ -93,6 +94,7 @@ func newPrequal(cfg PrequalConfig) *prequal {
 		rifRing:   make([]int, 0, cfg.RIFWindow),
 		rifSorted: make([]int, 0, cfg.RIFWindow),
 		bReuse:    1,
+		fullRank:  quantileRank(cfg.QRIF, cfg.RIFWindow),
 	}
 }
 
@@ -158,9 +160,17 @@ func (p *prequal) hotThreshold() int32 {
 	if k == 0 {
 		return math.MaxInt32
 	}
-	r := int(math.Ceil(p.cfg.QRIF*float64(k))) - 1
-	r = min(max(r, 0), k-1)
+	r := p.fullRank
+	if k < cap(p.rifSorted) {
+		r = quantileRank(p.cfg.QRIF, k)
+	}
 	return int32(p.rifSorted[r])
+}
+
+// quantileRank is the nearest-rank index of quantile q among k sorted values.
+func quantileRank(q float64, k int) int {
+	r := int(math.Ceil(q*float64(k))) - 1
+	return min(max(r, 0), k-1)
 }
 
 // recordRIF adds a probe RIF to the quantile window, evicting the oldest.

@@ -562,3 +562,15 @@ func TestPrequal_PoolOrderedByReceiptEvenOutOfOrder(t *testing.T) {
 		t.Errorf("pool order = %v, want [1 0 2] (oldest receipt first)", order)
 	}
 }
+
+func TestQuantileRank_NearestRank(t *testing.T) {
+	for _, tt := range []struct {
+		q    float64
+		k    int
+		want int
+	}{{0.84, 64, 53}, {math.Exp2(-0.25), 64, 53}, {0, 10, 0}, {1, 10, 9}, {0.5, 4, 1}, {0.5, 5, 2}, {0.84, 1, 0}} {
+		if got := quantileRank(tt.q, tt.k); got != tt.want {
+			t.Errorf("quantileRank(%v, %d) = %d, want %d", tt.q, tt.k, got, tt.want)
+		}
+	}
+}

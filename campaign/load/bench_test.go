@@ -12,8 +12,9 @@ import (
 
 // BenchmarkOpenLoop10k offers 10 000 requests/s for 3 s, after a 1 s
 // warmup on the same client, to a trivial loopback server in the same
-// process, and reports how much of the target was held; once with
-// unlimited connections and once capped at 256. Run it alone:
+// process, and reports how much of the target was held: with unlimited
+// connections, with connections capped at 256, and with workers capped
+// too. Run it alone:
 //
 //	go test -run '^$' -bench OpenLoop10k -benchtime 1x ./campaign/load
 //
@@ -29,19 +30,23 @@ func BenchmarkOpenLoop10k(b *testing.B) {
 		rate = v // to find where a busy machine stops holding the rate
 	}
 	for _, tc := range []struct {
-		name  string
-		conns int
-	}{{"conns=unlimited", 0}, {"conns=256", 256}} {
-		b.Run(tc.name, func(b *testing.B) { benchOpen(b, rate, tc.conns) })
+		name           string
+		conns, workers int
+	}{
+		{"conns=unlimited", 0, 0},
+		{"conns=256", 256, 0},
+		{"conns=256,workers=256", 256, 256},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchOpen(b, rate, tc.conns, tc.workers) })
 	}
 }
 
-func benchOpen(b *testing.B, rate float64, conns int) {
+func benchOpen(b *testing.B, rate float64, conns, workers int) {
 	s := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer s.Close()
 	phases := []Phase{{Kind: KindConstant, Rate: rate, Duration: 3 * time.Second}}
 	planned := plannedHits(phases)
-	cfg := Config{Targets: []Target{{URL: s.URL}}, MaxConnections: conns}
+	cfg := Config{Targets: []Target{{URL: s.URL}}, MaxConnections: conns, MaxWorkers: workers}
 	cfg.Client = NewClient(cfg)
 	defer cfg.Client.CloseIdleConnections()
 	var achieved, sent, late, p99 float64

@@ -18,6 +18,9 @@ const (
 	ModelClosed = "closed"
 )
 
+// maxDials bounds the connections NewClient's transport dials at once.
+const maxDials = 8
+
 // NewClient returns an HTTP client tuned for load: many keep-alive
 // connections per host, no proxy from the environment (traffic goes only
 // to the targets), no redirects followed, no compression. Share one between
@@ -25,9 +28,23 @@ const (
 func NewClient(cfg Config) *http.Client {
 	cfg = cfg.withDefaults()
 	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
+	// At most maxDials dials at once: a request waiting for a dial takes
+	// the first connection that frees up, so a sender briefly starved of
+	// CPU does not answer its backlog with a storm of new connections,
+	// each costing more CPU on both ends.
+	dials := make(chan struct{}, maxDials)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		select {
+		case dials <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		defer func() { <-dials }()
+		return dialer.DialContext(ctx, network, addr)
+	}
 	return &http.Client{
 		Transport: &http.Transport{
-			DialContext:         dialer.DialContext,
+			DialContext:         dial,
 			MaxIdleConnsPerHost: cfg.Connections,
 			MaxConnsPerHost:     cfg.MaxConnections,
 			IdleConnTimeout:     90 * time.Second,

@@ -1,0 +1,105 @@
+// Package deploy puts a scenario on a cluster: the ingress with the
+// scenario's replicas and policy flags, and the scenario's workload (a
+// Deployment per backend group, a Service and an Ingress per route), all by
+// server-side apply; it removes what the previous scenario left and waits
+// for every rollout. The kind and kube environments share it.
+package deploy
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/cluster/kubeapply"
+	"github.com/prequalbench/prequalbench/manifests"
+)
+
+// Options say where and with what images.
+type Options struct {
+	Topology manifests.Topology
+	// Namespace of the workload; default manifests.WorkloadNamespace.
+	Namespace      string
+	IngressImage   string
+	IngressImageID string
+	BackendImage   string
+	BackendImageID string
+	// AdminToken for the ingress's admin API (see kind.AdminToken).
+	AdminToken string
+	// Algorithm every route starts with (canonical name).
+	Algorithm string
+}
+
+// Result is what Scenario did.
+type Result struct {
+	// Deployments are the backend Deployments, in scenario order.
+	Deployments []string
+	// Deleted lists what the previous scenario had and this one does not.
+	Deleted []string
+}
+
+// Scenario applies the ingress and the workload of s, prunes leftovers and
+// waits until the ingress and every backend group are rolled out.
+func Scenario(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o Options) (Result, error) {
+	if s == nil {
+		return Result{}, errors.New("deploy: no scenario")
+	}
+	if o.Namespace == "" {
+		o.Namespace = manifests.WorkloadNamespace
+	}
+	ing, err := manifests.Ingress(manifests.IngressOptions{
+		Topology: o.Topology, Image: o.IngressImage, ImageID: o.IngressImageID,
+		Replicas: s.Ingress.Replicas, WorkloadNamespace: o.Namespace, AdminToken: o.AdminToken,
+		Args: s.Ingress.Args(),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	wl, err := manifests.Workload(s, manifests.WorkloadOptions{
+		Topology: o.Topology, Namespace: o.Namespace, Image: o.BackendImage, ImageID: o.BackendImageID, Algorithm: o.Algorithm,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.Apply(ctx, ing); err != nil {
+		return Result{}, err
+	}
+	if err := c.Apply(ctx, wl); err != nil {
+		return Result{}, err
+	}
+	var res Result
+	if res.Deleted, err = c.Prune(ctx, o.Namespace, manifests.WorkloadSelector, manifests.WorkloadKinds, wl); err != nil {
+		return res, err
+	}
+	for _, u := range wl {
+		if u.GetKind() == "Deployment" {
+			res.Deployments = append(res.Deployments, u.GetName())
+		}
+	}
+	if err := c.WaitRollouts(ctx, manifests.SystemNamespace, manifests.IngressName); err != nil {
+		return res, err
+	}
+	return res, c.WaitRollouts(ctx, o.Namespace, res.Deployments...)
+}
+
+// SetAlgorithm re-applies the workload's Ingresses with a new algorithm
+// annotation; the ingress's informers pick it up. The annotation (not the
+// admin API) is the durable setting, so it survives an ingress restart.
+func SetAlgorithm(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o Options, algorithm string) error {
+	if o.Namespace == "" {
+		o.Namespace = manifests.WorkloadNamespace
+	}
+	o.Algorithm = algorithm
+	wl, err := manifests.Workload(s, manifests.WorkloadOptions{
+		Topology: o.Topology, Namespace: o.Namespace, Image: o.BackendImage, ImageID: o.BackendImageID, Algorithm: o.Algorithm,
+	})
+	if err != nil {
+		return err
+	}
+	var ings = wl[:0:0]
+	for _, u := range wl {
+		if u.GetKind() == "Ingress" {
+			ings = append(ings, u)
+		}
+	}
+	return c.Apply(ctx, ings)
+}

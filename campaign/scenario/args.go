@@ -34,6 +34,9 @@ func (g BackendGroup) Args() []string {
 	if g.WorkFault != "" && g.WorkFault != "none" {
 		args = append(args, "--work-fault", g.WorkFault)
 	}
+	if g.LatencyWindow != "" {
+		args = append(args, "--latency-window", string(g.LatencyWindow))
+	}
 	return args
 }
 

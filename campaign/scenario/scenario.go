@@ -77,6 +77,11 @@ type BackendGroup struct {
 	ProbeFault string `json:"probeFault,omitempty"`
 	// WorkFault is none (default), fail_fast or hang.
 	WorkFault string `json:"workFault,omitempty"`
+	// LatencyWindow is the age after which the backend's latency samples
+	// stop counting in its probe answers; empty keeps the backend's
+	// default (1s). A replica whose samples have all aged out reports an
+	// unknown latency.
+	LatencyWindow Duration `json:"latencyWindow,omitempty"`
 }
 
 // Antagonist drops a replica's capacity to Capacity slots for For, starting

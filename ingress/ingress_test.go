@@ -321,3 +321,28 @@ func BenchmarkProxy(b *testing.B) {
 		})
 	}
 }
+
+// TestOptions_DialContextServesProxyAndProber maps a documentation address
+// (192.0.2.0/24, never routed) to a loopback backend: both the proxied
+// requests and the probes must go through the injected dialer.
+func TestOptions_DialContextServesProxyAndProber(t *testing.T) {
+	be := testbackend.Start(t, "--service-time", "1ms")
+	const fake = "192.0.2.10:8080"
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != fake {
+			return nil, fmt.Errorf("test dialer: unexpected address %s", addr)
+		}
+		return d.DialContext(ctx, network, be.Addr)
+	}
+	ing, url := newTestIngress(t, Options{DialContext: dial},
+		route.Spec{Key: "w", Path: "/", Algorithm: "prequal", Endpoints: []string{fake}})
+	for range 5 {
+		if code, _, _ := get(t, url+"/work?iterations=1", ""); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+	}
+	waitFor(t, "a probe answered through the dialer", func() bool {
+		return policyStats(t, ing, "w").ProbeOutcomes[loadbalancer.ProbeOK] > 0
+	})
+}

@@ -1,14 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prequalbench/prequalbench/campaign"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	kindenv "github.com/prequalbench/prequalbench/campaign/env/kind"
+	"github.com/prequalbench/prequalbench/campaign/env/kube"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/cluster/kind"
+	"github.com/prequalbench/prequalbench/ingress/kubesource"
 	"github.com/prequalbench/prequalbench/internal/buildinfo"
 	"github.com/prequalbench/prequalbench/manifests"
 	"github.com/spf13/cobra"
@@ -172,4 +180,39 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// The kind and kube campaign environments. Until `campaign run` has the
+// flags, the cluster is chosen by environment variables:
+// PREQUALBENCH_KIND_CLUSTER (kind), and KUBECONFIG,
+// PREQUALBENCH_KUBE_CONTEXT, PREQUALBENCH_NAMESPACE (kube).
+func init() {
+	campaignEnvs["kind"] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
+		repo, _ := os.Getwd()
+		if r, err := local.FindRepo(repo); err == nil {
+			repo = r
+		}
+		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
+			return kindenv.New(ctx, kindenv.Options{
+				Cluster: os.Getenv("PREQUALBENCH_KIND_CLUSTER"), Scenario: s, RepoDir: repo,
+				Progress: func(l string) { fmt.Fprintln(msg, "kind:", l) },
+			})
+		}, nil
+	}
+	campaignEnvs["kube"] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
+		cfg, err := kubesource.RESTConfig("", os.Getenv("PREQUALBENCH_KUBE_CONTEXT"))
+		if err != nil {
+			return nil, badInput(err)
+		}
+		repo, _ := os.Getwd()
+		if r, err := local.FindRepo(repo); err == nil {
+			repo = r
+		}
+		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
+			return kube.ForCluster(ctx, kube.ClusterOptions{
+				Config: cfg, Scenario: s, Name: "kube", Namespace: os.Getenv("PREQUALBENCH_NAMESPACE"), RepoDir: repo,
+				Progress: func(l string) { fmt.Fprintln(msg, "kube:", l) },
+			})
+		}, nil
+	}
 }

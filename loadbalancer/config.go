@@ -47,6 +47,13 @@ type PrequalConfig struct {
 	// MaxReuse caps the reuse budget b_reuse; it is also the budget when
 	// Eq. 1's denominator is <= 0 (n <= m and similar).
 	MaxReuse int `json:"max_reuse"`
+	// LatencyMemory is how long the policy remembers a replica's last known
+	// latency and uses it when the replica's probe reports none. A replica
+	// that gets little traffic (because it is slow) has its backend-side
+	// history age out; without memory it would look "unknown" again and
+	// win on RIF, feeding the slow replica a steady trickle. After the
+	// memory expires the replica is explored again. 0 disables it.
+	LatencyMemory time.Duration `json:"latency_memory"`
 }
 
 // PeakEWMAConfig holds the Linkerd/Finagle peak-EWMA baseline's knobs.
@@ -76,6 +83,7 @@ func DefaultConfig() Config {
 			IdleProbeInterval: 100 * time.Millisecond,
 			RIFWindow:         64,
 			MaxReuse:          16,
+			LatencyMemory:     10 * time.Second,
 		},
 		PeakEWMA: PeakEWMAConfig{
 			Decay:      10 * time.Second,
@@ -124,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if p.IdleProbeInterval < 0 {
 		bad("Prequal.IdleProbeInterval", ">= 0 (0 disables idle probes)", p.IdleProbeInterval)
+	}
+	if p.LatencyMemory < 0 {
+		bad("Prequal.LatencyMemory", ">= 0 (0 disables the memory)", p.LatencyMemory)
 	}
 	if p.RIFWindow <= p.PoolSize || p.RIFWindow > maxRIFWindow {
 		bad("Prequal.RIFWindow", fmt.Sprintf("in (PoolSize=%d, %d]", p.PoolSize, maxRIFWindow), p.RIFWindow)

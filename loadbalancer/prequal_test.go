@@ -574,3 +574,35 @@ func TestQuantileRank_NearestRank(t *testing.T) {
 		}
 	}
 }
+
+// A slow replica whose backend history aged out reports "unknown"; the
+// policy's memory of its last latency must keep it ranked as slow until the
+// memory expires, then let it be explored again.
+func TestPrequal_LatencyMemory(t *testing.T) {
+	ms := time.Millisecond
+	unknown := ProbeReply{RIF: 0}
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0 })
+	// Learn that replica 1 is slow, then its backend forgets.
+	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms)})
+	now := t0.Add(500 * ms)
+	fill(p, now, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
+	if pk := mustPick(t, p, now, newRNG()); p.byAddr[pk.Endpoint] != 0 {
+		t.Fatalf("picked %s: a remembered 800 ms replica beat a 50 ms one on RIF", pk.Endpoint)
+	}
+
+	// Past the memory, the unknown replica is explored again (it is idler).
+	later := t0.Add(p.cfg.LatencyMemory + time.Second)
+	fill(p, later, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
+	if pk := mustPick(t, p, later, newRNG()); p.byAddr[pk.Endpoint] != 1 {
+		t.Fatalf("picked %s: an expired memory still hid the replica", pk.Endpoint)
+	}
+
+	// Reset forgets the memory too.
+	p.Reset(later)
+	fill(p, later, map[int]ProbeReply{1: known(0, 800*ms)})
+	p.Reset(later)
+	fill(p, later, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
+	if pk := mustPick(t, p, later, newRNG()); p.byAddr[pk.Endpoint] != 1 {
+		t.Fatalf("picked %s: Reset kept the latency memory", pk.Endpoint)
+	}
+}

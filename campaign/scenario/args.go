@@ -78,6 +78,9 @@ func (in Ingress) Args() []string {
 	if p.MinProbes != nil {
 		args = append(args, "--prequal-min-probes", strconv.Itoa(*p.MinProbes))
 	}
+	if p.LatencyMemory != "" {
+		args = append(args, "--prequal-latency-memory", string(p.LatencyMemory))
+	}
 	if in.ProbeTimeout != "" {
 		args = append(args, "--probe-timeout", string(in.ProbeTimeout))
 	}

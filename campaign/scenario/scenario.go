@@ -198,6 +198,7 @@ type Policy struct {
 	Delta             *float64 `json:"delta,omitempty"`
 	IdleProbeInterval Duration `json:"idleProbeInterval,omitempty"`
 	MinProbes         *int     `json:"minProbes,omitempty"`
+	LatencyMemory     Duration `json:"latencyMemory,omitempty"`
 }
 
 // Duration is a Go duration string ("30s", "500ms"). It stays a string in

@@ -386,4 +386,5 @@ func (v *validator) ingress(in *Ingress) {
 	}
 	v.duration("ingress.policy.maxAge", p.MaxAge, true, true)
 	v.duration("ingress.policy.idleProbeInterval", p.IdleProbeInterval, true, true)
+	v.duration("ingress.policy.latencyMemory", p.LatencyMemory, true, true)
 }

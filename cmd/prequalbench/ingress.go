@@ -23,22 +23,22 @@ func init() { subcommands = append(subcommands, newIngressCommand) }
 
 // ingressFlags holds the flags of `prequalbench ingress`.
 type ingressFlags struct {
-	source, routes                   string
-	listen, adminListen              string
-	adminTokenFile, addrFile         string
-	defaultAlgorithm                 string
-	probesPerQuery, qrif, removePerQ float64
-	delta                            float64
-	poolSize, minProbes              int
-	maxAge, idleProbeInterval        time.Duration
-	probeTimeout                     time.Duration
-	probeWorkers, probeQueueSize     int
-	upstreamTimeout, shutdownTimeout time.Duration
-	retry, pprof                     bool
-	seed                             uint64
-	logLevel                         string
-	kubeconfig, kubeContext          string
-	namespace, ingressClass          string
+	source, routes                           string
+	listen, adminListen                      string
+	adminTokenFile, addrFile                 string
+	defaultAlgorithm                         string
+	probesPerQuery, qrif, removePerQ         float64
+	delta                                    float64
+	poolSize, minProbes                      int
+	maxAge, idleProbeInterval, latencyMemory time.Duration
+	probeTimeout                             time.Duration
+	probeWorkers, probeQueueSize             int
+	upstreamTimeout, shutdownTimeout         time.Duration
+	retry, pprof                             bool
+	seed                                     uint64
+	logLevel                                 string
+	kubeconfig, kubeContext                  string
+	namespace, ingressClass                  string
 }
 
 func newIngressCommand() *cobra.Command {
@@ -79,6 +79,7 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.Float64Var(&f.delta, "prequal-delta", def.Delta, "Prequal delta of the reuse budget (Eq. 1)")
 	fl.DurationVar(&f.idleProbeInterval, "prequal-idle-probe-interval", def.IdleProbeInterval, "Prequal idle probe interval (0 disables)")
 	fl.IntVar(&f.minProbes, "prequal-min-probes", def.MinProbes, "Prequal fewest usable probes for an HCL pick")
+	fl.DurationVar(&f.latencyMemory, "prequal-latency-memory", def.LatencyMemory, "Prequal: how long a replica's last known latency stands in when its probe reports none (0 disables)")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", 100*time.Millisecond, "timeout of one probe")
 	fl.IntVar(&f.probeWorkers, "probe-workers", 16, "probe worker goroutines")
 	fl.IntVar(&f.probeQueueSize, "probe-queue-size", 4096, "probe queue capacity (a full queue drops probes)")
@@ -112,6 +113,7 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	p := &cfg.Prequal
 	p.ProbesPerQuery, p.PoolSize, p.MaxAge, p.QRIF = f.probesPerQuery, f.poolSize, f.maxAge, f.qrif
 	p.RemovePerQuery, p.Delta, p.IdleProbeInterval, p.MinProbes = f.removePerQ, f.delta, f.idleProbeInterval, f.minProbes
+	p.LatencyMemory = f.latencyMemory
 	if p.RIFWindow <= p.PoolSize {
 		p.RIFWindow = 4 * p.PoolSize // keep the documented invariant RIFWindow > PoolSize
 	}

@@ -8,6 +8,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -292,6 +293,8 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 	return env.Verification{Verified: true, Detail: fmt.Sprintf("%s reset: %d backends and %d ingress replicas clean", mode, len(e.backendPods), len(e.admins))}, nil
 }
 
+// resetBackend posts /reset and checks the answer (the backend's /stats
+// after the reset) shows nothing in flight or queued and zero counters.
 func resetBackend(ctx context.Context, base string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/reset", nil)
 	if err != nil {
@@ -304,6 +307,19 @@ func resetBackend(ctx context.Context, base string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("POST /reset: %s", resp.Status)
+	}
+	var st struct {
+		InFlight int    `json:"in_flight"`
+		Queued   int    `json:"queued"`
+		Served   uint64 `json:"served"`
+		Rejected uint64 `json:"rejected"`
+		MaxQueue int    `json:"max_queue"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return fmt.Errorf("POST /reset: bad answer: %w", err)
+	}
+	if st.InFlight != 0 || st.Queued != 0 || st.Served != 0 || st.Rejected != 0 || st.MaxQueue != 0 {
+		return fmt.Errorf("after reset: %+v", st)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package kubesource
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -237,3 +239,68 @@ func TestComputeDefaultBackendConflictsAndAlgorithm(t *testing.T) {
 		}
 	}
 }
+
+// TestRunWithFakeClient checks the loop around compute: not synced before
+// the first delivery, synced after it, changes re-delivered, Run refuses a
+// second call and returns nil when its context ends.
+func TestRunWithFakeClient(t *testing.T) {
+	cs := fake.NewClientset(
+		service("ns", "web", corev1.ServicePort{Port: 80}),
+		ingress("ns", "site", withRule("", "/", networkingv1.PathTypePrefix, "web", num(80))),
+	)
+	var results []string
+	s, err := newSource(Options{Client: cs, OnReconcile: func(r string, _ time.Duration) { results = append(results, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Synced() {
+		t.Fatal("Synced before Run")
+	}
+	sink := make(chan []route.Spec, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, sinkFunc(func(specs []route.Spec) { sink <- slices.Clone(specs) })) }()
+	next := func() []route.Spec {
+		t.Helper()
+		select {
+		case specs := <-sink:
+			return specs
+		case <-time.After(20 * time.Second):
+			t.Fatal("no route set delivered within 20s")
+			return nil
+		}
+	}
+	if got := next(); len(got) != 1 || got[0].Key != "ns/web:80" {
+		t.Fatalf("first route set = %+v, want ns/web:80", got)
+	}
+	if !s.Synced() {
+		t.Error("not Synced after the first delivery")
+	}
+	if err := s.Run(ctx, sinkFunc(func([]route.Spec) {})); err == nil {
+		t.Error("second Run succeeded, want an error")
+	}
+	if err := cs.NetworkingV1().Ingresses("ns").Delete(ctx, "site", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for got := next(); len(got) != 0; got = next() {
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil after cancel", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	for _, r := range results {
+		if r != "success" {
+			t.Errorf("reconcile results %v, want only success", results)
+			break
+		}
+	}
+}
+
+type sinkFunc func([]route.Spec)
+
+func (f sinkFunc) Update(specs []route.Spec) { f(specs) }

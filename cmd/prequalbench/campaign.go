@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prequalbench/prequalbench/cluster/kind"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,6 +49,13 @@ type campaignRunFlags struct {
 	reset           string
 	order           string
 	noReport        bool
+	prometheus      bool
+
+	// kind and kube environments
+	cluster     string
+	kubeconfig  string
+	kubeContext string
+	namespace   string
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -92,6 +100,11 @@ on. Ctrl-C keeps every finished run; --resume DIR finishes the campaign.`,
 	fl.StringVar(&f.reset, "reset", "", "reset between runs: admin or restart (overrides the scenario)")
 	fl.StringVar(&f.order, "order", "", "run order: shuffle, rotate or sequential (overrides the scenario)")
 	fl.BoolVar(&f.noReport, "no-report", false, "do not build REPORT.md at the end")
+	fl.BoolVar(&f.prometheus, "prometheus", false, "local env: run a Prometheus scraping the ingress replicas; its data stays in <campaign>/prometheus")
+	fl.StringVar(&f.cluster, "cluster", "", "kind env: cluster name (default "+kind.DefaultName+")")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kube env: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fl.StringVar(&f.kubeContext, "context", "", "kube env: kubeconfig context")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", "kube env: namespace of the workload (default: the one `cluster up` recorded)")
 	return c
 }
 
@@ -182,9 +195,15 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 		}
 		opts.Scenario = s
 	}
+	if f.prometheus && f.env != "local" {
+		return badInput(fmt.Errorf("--prometheus: only with --env local (on kind use `cluster up --observability`)"))
+	}
 	factory, err := mkEnv(ctx, f, cmd.ErrOrStderr())
 	if err != nil {
 		return err
+	}
+	if f.prometheus {
+		factory = withLocalPrometheus(ctx, factory, cmd.ErrOrStderr())
 	}
 	opts.Env = factory
 	opts.Progress = campaign.NewProgress(out, isTerminal(out))

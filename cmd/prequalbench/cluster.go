@@ -182,10 +182,8 @@ func orDash(s string) string {
 	return s
 }
 
-// The kind and kube campaign environments. Until `campaign run` has the
-// flags, the cluster is chosen by environment variables:
-// PREQUALBENCH_KIND_CLUSTER (kind), and KUBECONFIG,
-// PREQUALBENCH_KUBE_CONTEXT, PREQUALBENCH_NAMESPACE (kube).
+// The kind and kube campaign environments, chosen with `campaign run
+// --env kind [--cluster]` and `--env kube [--kubeconfig] [--context] [-n]`.
 func init() {
 	campaignEnvs["kind"] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
 		repo, _ := os.Getwd()
@@ -194,13 +192,13 @@ func init() {
 		}
 		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
 			return kindenv.New(ctx, kindenv.Options{
-				Cluster: os.Getenv("PREQUALBENCH_KIND_CLUSTER"), Scenario: s, RepoDir: repo,
+				Cluster: f.cluster, Scenario: s, RepoDir: repo,
 				Progress: func(l string) { fmt.Fprintln(msg, "kind:", l) },
 			})
 		}, nil
 	}
 	campaignEnvs["kube"] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
-		cfg, err := kubesource.RESTConfig("", os.Getenv("PREQUALBENCH_KUBE_CONTEXT"))
+		cfg, err := kubesource.RESTConfig(f.kubeconfig, f.kubeContext)
 		if err != nil {
 			return nil, badInput(err)
 		}
@@ -210,7 +208,7 @@ func init() {
 		}
 		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
 			return kube.ForCluster(ctx, kube.ClusterOptions{
-				Config: cfg, Scenario: s, Name: "kube", Namespace: os.Getenv("PREQUALBENCH_NAMESPACE"), RepoDir: repo,
+				Config: cfg, Scenario: s, Name: "kube", Namespace: f.namespace, RepoDir: repo,
 				Progress: func(l string) { fmt.Fprintln(msg, "kube:", l) },
 			})
 		}, nil

@@ -217,7 +217,10 @@ func TestWork_KeepAliveAndChunkedBody(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	if reused < 19 {
+	// Go's transport returns a connection to its idle pool from its read
+	// loop, so a request now and then races ahead and dials anew; without
+	// keep-alive, though, no request would reuse a connection at all.
+	if reused < 10 {
 		t.Errorf("connection reused %d of 19 times; keep-alive broken", reused)
 	}
 	// An unknown length makes the Go client send a chunked body.

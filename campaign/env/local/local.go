@@ -90,9 +90,20 @@ type backend struct {
 }
 
 type ingress struct {
-	proc  *proc
-	proxy string // ip:port
-	admin *adminapi.Client
+	proc      *proc
+	proxy     string // ip:port
+	adminAddr string // ip:port
+	admin     *adminapi.Client
+}
+
+// AdminAddrs returns the admin listener ("ip:port") of every ingress
+// replica, for a local Prometheus to scrape. A restart reset moves them.
+func (e *Env) AdminAddrs() []string {
+	addrs := make([]string, len(e.ingresses))
+	for i, in := range e.ingresses {
+		addrs[i] = in.adminAddr
+	}
+	return addrs
 }
 
 // New returns an environment that Setup will start. Nothing runs yet.
@@ -246,7 +257,7 @@ func (e *Env) startIngress(ctx context.Context, i int) (*ingress, error) {
 		return nil, fmt.Errorf("local: %s wrote a bad address file %q, want {\"proxy\":..., \"admin\":...}", name, b)
 	}
 	e.setAddress(name, addrs.Proxy)
-	in := &ingress{proc: p, proxy: addrs.Proxy, admin: adminapi.NewClient("http://"+addrs.Admin, "")}
+	in := &ingress{proc: p, proxy: addrs.Proxy, adminAddr: addrs.Admin, admin: adminapi.NewClient("http://"+addrs.Admin, "")}
 	if err := poll(ctx, e.opts.ReadyTimeout, func() error {
 		if p.exited() {
 			return errExited

@@ -112,7 +112,7 @@ func compareDatasets(nds, ods *dataset, o Options) ([]MetricChange, []string) {
 func compareMetric(alg string, m metric, old, cur []float64, o Options) MetricChange {
 	om, nm := stats.Median(old), stats.Median(cur)
 	u := stats.MannWhitneyU(old, cur, o.Alpha)
-	c := MetricChange{Algorithm: alg, Metric: m.Key, OldMedian: Num(om), NewMedian: Num(nm), Ratio: Num(ratioOf(nm, om)), P: Num(u.P)}
+	c := MetricChange{Algorithm: alg, Metric: m.Key, OldMedian: Num(om), NewMedian: Num(nm), Ratio: Num(stats.Ratio(nm, om)), P: Num(u.P)}
 	sig := !math.IsNaN(u.P) && u.P < o.Alpha
 	r := float64(c.Ratio)
 	worse := (m.LowerBetter && r > 1+o.Threshold) || (!m.LowerBetter && r < 1-o.Threshold)
@@ -144,17 +144,6 @@ func compareMetric(alg string, m metric, old, cur []float64, o Options) MetricCh
 		c.Verdict = "within threshold"
 	}
 	return c
-}
-
-// ratioOf divides, with 0/0 = 1 and x/0 = +Inf.
-func ratioOf(a, b float64) float64 {
-	if b == 0 {
-		if a == 0 {
-			return 1
-		}
-		return math.Inf(1)
-	}
-	return a / b
 }
 
 func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, notes []string, o Options) {

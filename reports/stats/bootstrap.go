@@ -31,7 +31,7 @@ func BootstrapRatio(num, den []float64, resamples int, confidence float64, rng *
 		r.Warnings = append(r.Warnings, ErrEmpty)
 		return r
 	}
-	r.Ratio = ratio(Median(num), Median(den))
+	r.Ratio = Ratio(Median(num), Median(den))
 	if Median(den) == 0 && Median(num) != 0 {
 		r.Ratio = math.NaN()
 		r.Warnings = append(r.Warnings, ErrZeroDenominator)
@@ -53,7 +53,7 @@ func BootstrapRatio(num, den []float64, resamples int, confidence float64, rng *
 		// bn and bd are scratch copies: sorting them in place is safe.
 		slices.Sort(bn)
 		slices.Sort(bd)
-		ratios[i] = ratio(medianSorted(bn), medianSorted(bd))
+		ratios[i] = Ratio(medianSorted(bn), medianSorted(bd))
 	}
 	slices.Sort(ratios)
 	a := (1 - confidence) / 2
@@ -65,8 +65,8 @@ func BootstrapRatio(num, den []float64, resamples int, confidence float64, rng *
 	return r
 }
 
-// ratio divides, calling 0/0 "no change" (1) and x/0 +Inf.
-func ratio(a, b float64) float64 {
+// Ratio divides, calling 0/0 "no change" (1) and x/0 +Inf.
+func Ratio(a, b float64) float64 {
 	if b == 0 {
 		if a == 0 {
 			return 1

@@ -355,6 +355,10 @@ func (r *runner) loadConfig(targets []env.Target, runIndex uint64) load.Config {
 		Connections: l.Connections,
 		Seed:        r.c.Seed*1_000_003 + runIndex,
 	}
+	cfg.MaxConnections = l.MaxConnections
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = scenario.DefaultMaxConnections
+	}
 	for _, t := range targets {
 		cfg.Targets = append(cfg.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
 	}

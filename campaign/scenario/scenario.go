@@ -109,7 +109,17 @@ type Load struct {
 	// Connections caps idle connections per ingress replica; 0 lets the
 	// load engine choose.
 	Connections int `json:"connections,omitempty"`
+	// MaxConnections caps the open connections per ingress replica; sends
+	// beyond it wait for a connection (their latency still counts from the
+	// intended send time). 0 means DefaultMaxConnections. Without a cap an
+	// overloaded open loop opens a connection for every overdue send, and
+	// the connection storm, not the policy, decides the outcome.
+	MaxConnections int `json:"maxConnections,omitempty"`
 }
+
+// DefaultMaxConnections is the per-ingress-replica connection cap of the
+// load generator when a scenario sets none.
+const DefaultMaxConnections = 256
 
 // Phase kinds.
 const (

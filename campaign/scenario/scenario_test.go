@@ -86,6 +86,8 @@ func TestParse_ErrorsNameTheField(t *testing.T) {
 		{"bad probe fault", strings.Replace(minimal, "replicas: 2", "replicas: 2\n          probeFault: slow", 1),
 			"workload.routes[0].backends[0].probeFault", "allowed: none, timeout, 500, malformed, stale_timestamp"},
 		{"bad name", strings.Replace(minimal, "name: tiny", "name: Tiny Scenario", 1), "name", "lower-case"},
+		{"negative connection cap", minimal + "  maxConnections: -1\n", "load.maxConnections", ">= 0"},
+		{"negative latency memory", minimal + "ingress:\n  policy:\n    latencyMemory: -1s\n", "ingress.policy.latencyMemory", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -270,6 +270,9 @@ func (v *validator) load(l *Load) {
 	if l.MaxWorkers < 0 {
 		v.add("load.maxWorkers", "got %d, want >= 0 (0 = automatic)", l.MaxWorkers)
 	}
+	if l.MaxConnections < 0 {
+		v.add("load.maxConnections", "got %d, want >= 0 (0 = %d)", l.MaxConnections, DefaultMaxConnections)
+	}
 	if l.Connections < 0 {
 		v.add("load.connections", "got %d, want >= 0 (0 = automatic)", l.Connections)
 	}

@@ -44,8 +44,8 @@ type PrequalConfig struct {
 	// must exceed PoolSize so the threshold is not just a pool member (which
 	// would make "all probes hot" impossible).
 	RIFWindow int `json:"rif_window"`
-	// MaxReuse caps the reuse budget b_reuse; it is also the budget when
-	// Eq. 1's denominator is <= 0 (n <= m and similar).
+	// MaxReuse caps the reuse budget b_reuse; it is also the budget at
+	// Eq. 1's pole (denominator exactly 0).
 	MaxReuse int `json:"max_reuse"`
 	// LatencyMemory is how long the policy remembers a replica's last known
 	// latency and uses it when the replica's probe reports none. A replica

@@ -24,9 +24,10 @@ func TestReuseBudget_Eq1(t *testing.T) {
 		want                 float64
 	}{
 		{"paper testbed", 16, 100, 3, 1, 1, 16, 2 / 1.52},
-		{"n equals m: denominator 0", 16, 16, 3, 1, 1, 16, 16},
-		{"n below m: denominator negative", 16, 4, 3, 1, 1, 7, 7},
-		{"removal outpaces probes", 16, 100, 1, 1, 1, 16, 16},
+		{"n equals m: denominator negative, literal max{1, ...}", 16, 16, 3, 1, 1, 16, 1},
+		{"n below m: denominator negative", 16, 4, 3, 1, 1, 7, 1},
+		{"denominator exactly 0: the pole, capped", 16, 24, 3, 1, 1, 16, 16},
+		{"removal outpaces probes: denominator negative", 16, 100, 1, 1, 1, 16, 1},
 		{"floor of 1", 16, 1_000_000, 3, 1, 0, 16, 1},
 		{"capped", 16, 100, 1.2, 1, 1, 5, 5},
 		{"no endpoints", 16, 0, 3, 1, 1, 16, 1},
@@ -77,30 +78,37 @@ func TestPrequal_ReuseBudgetRandomRounding(t *testing.T) {
 	}
 }
 
-// TestPrequal_ReuseBudgetDenominatorNotPositive checks the documented rule:
-// with n <= m, Eq. 1's denominator is <= 0 and each probe serves MaxReuse
-// queries.
-func TestPrequal_ReuseBudgetDenominatorNotPositive(t *testing.T) {
+// TestPrequal_ReuseBudgetDenominatorNegative checks the documented rule:
+// with n <= m, Eq. 1's denominator is negative and, read literally,
+// b_reuse = max{1, negative} = 1: each probe serves one query.
+func TestPrequal_ReuseBudgetDenominatorNegative(t *testing.T) {
 	p := newPrequalT(t, 10, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 5; c.QRIF = 1 })
 	rng := newRNG()
 	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(100, 9*time.Millisecond), 2: known(0, 5*time.Millisecond)})
-	for i := range 5 {
-		if pk := mustPick(t, p, t0, rng); pk.Endpoint != p.eps[0].addr {
-			t.Fatalf("pick %d = %s, want the fastest %s", i, pk.Endpoint, p.eps[0].addr)
-		}
+	if pk := mustPick(t, p, t0, rng); pk.Endpoint != p.eps[0].addr {
+		t.Fatalf("first pick = %s, want the fastest %s", pk.Endpoint, p.eps[0].addr)
 	}
 	if got := p.Stats().PoolRemovals["reuse"]; got != 1 {
-		t.Fatalf("reuse removals after MaxReuse picks = %d, want 1", got)
+		t.Fatalf("reuse removals after one pick = %d, want 1", got)
 	}
 	if pk := mustPick(t, p, t0, rng); pk.Endpoint == p.eps[0].addr {
-		t.Error("probe used beyond its reuse budget")
+		t.Error("probe used beyond its reuse budget of 1")
 	}
 }
 
-// TestPrequal_RemovalAlternatesOldestAndWorst: with n = m the budget is
-// large, so only per-query removal shrinks the pool.
+// TestPrequal_ReuseBudgetAtThePole: where Eq. 1's denominator is exactly 0
+// the budget is MaxReuse.
+func TestPrequal_ReuseBudgetAtThePole(t *testing.T) {
+	p := newPrequalT(t, 24, func(c *PrequalConfig) { c.RemovePerQuery = 1; c.MaxReuse = 5; c.QRIF = 1; c.MinProbes = 1 })
+	if p.bReuse != 5 {
+		t.Fatalf("b_reuse for m=16, n=24, r_probe=3, r_remove=1 = %v, want MaxReuse 5", p.bReuse)
+	}
+}
+
+// TestPrequal_RemovalAlternatesOldestAndWorst: at Eq. 1's pole (m=16,
+// n=24) the budget is MaxReuse, so only per-query removal shrinks the pool.
 func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
-	p := newPrequalT(t, 16, func(c *PrequalConfig) { c.QRIF = 1 })
+	p := newPrequalT(t, 24, func(c *PrequalConfig) { c.QRIF = 1 })
 	rng := newRNG()
 	p.recordRIF(50) // threshold 50: no probe turns hot through use here
 	// Endpoint i answers at t0+i ms with latency 1+i ms, so the oldest is
@@ -257,7 +265,9 @@ func TestPrequal_AllHotReachable(t *testing.T) {
 // TestPrequal_Compensation: each use adds 1 to the probe's RIF, so a probe
 // that turns hot through use stops winning.
 func TestPrequal_Compensation(t *testing.T) {
-	p := newPrequalT(t, 2, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.QRIF = 0.5 })
+	// m = n = 2 with no removal puts Eq. 1 at its pole: the budget is
+	// MaxReuse, so only compensation can stop A's reuse.
+	p := newPrequalT(t, 2, func(c *PrequalConfig) { c.PoolSize = 2; c.RemovePerQuery = 0; c.QRIF = 0.5 })
 	rng := newRNG()
 	for _, r := range []int{1, 1, 1, 1} { // with A and B: [0 0 1 1 1 1], median 1
 		p.recordRIF(r)

@@ -262,10 +262,10 @@ func (r *runner) run(ctx context.Context, p artifacts.PlannedRun) (artifacts.Run
 	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
 		return run, err
 	}
-	if run.Status == artifacts.StatusOK {
-		r.progress.Phase("cooldown")
-		sleep(ctx, r.c.Cooldown)
-	}
+	// Cool down after failed runs too: a run that failed under overload
+	// may still have load draining from the servers.
+	r.progress.Phase("cooldown")
+	sleep(ctx, r.c.Cooldown)
 	return run, nil
 }
 

@@ -99,19 +99,9 @@ func TestPeakEWMA_PrefersLowerCostAndDecays(t *testing.T) {
 	rng := newRNG()
 	a := addrs(2)
 	// Teach it: endpoint 0 takes 100 ms, endpoint 1 takes 10 ms.
-	for _, x := range []struct {
-		addr string
-		lat  time.Duration
-	}{{a[0], 100 * time.Millisecond}, {a[1], 10 * time.Millisecond}} {
-		for {
-			pk := mustPick(t, p, t0, rng)
-			p.Done(t0, pk, x.lat, 200)
-			if pk.Endpoint == x.addr {
-				break
-			}
-		}
-	}
 	pe := p.(*peakEWMA)
+	p.Done(t0, pe.pick(0), 100*time.Millisecond, 200)
+	p.Done(t0, pe.pick(1), 10*time.Millisecond, 200)
 	if e0, e1 := pe.estimate(0, t0), pe.estimate(1, t0); e0 < float64(100*time.Millisecond) || e1 > e0 {
 		t.Fatalf("estimates = %v, %v", e0, e1)
 	}
@@ -250,5 +240,25 @@ func TestPeakEWMA_SetEndpointsKeepsEstimates(t *testing.T) {
 	p.Reset(t0)
 	if got := p.estimate(1, t0); got != float64(30*time.Millisecond) {
 		t.Errorf("estimate after Reset = %v, want the default", time.Duration(got))
+	}
+}
+
+// Done calls that carry the same time (or arrive slightly out of order, as
+// concurrent requests finish) must not throw the estimate away.
+func TestPeakEWMA_NoElapsedTimeKeepsEstimate(t *testing.T) {
+	p := newPolicy(t, "peak-ewma", 1, nil)
+	pe := p.(*peakEWMA)
+	rng := newRNG()
+	pk := mustPick(t, p, t0, rng)
+	p.Done(t0, pk, 100*time.Millisecond, 200)
+	pk = mustPick(t, p, t0, rng)
+	p.Done(t0, pk, time.Millisecond, 200)
+	if e := pe.estimate(0, t0); e < float64(99*time.Millisecond) {
+		t.Fatalf("estimate after a fast sample at the same instant = %v, want ~100ms kept", time.Duration(e))
+	}
+	pk = mustPick(t, p, t0, rng)
+	p.Done(t0.Add(-time.Millisecond), pk, time.Millisecond, 200) // out of order
+	if e := pe.estimate(0, t0); e < float64(99*time.Millisecond) {
+		t.Fatalf("estimate after an out-of-order sample = %v, want ~100ms kept", time.Duration(e))
 	}
 }

@@ -86,13 +86,18 @@ func (p *peakEWMA) Done(now time.Time, pk Picked, latency time.Duration, status 
 	case sample > e.ns:
 		e.ns = sample
 	default:
-		w := 0.0
+		// No time passed (or Done calls arrive slightly out of order, as
+		// concurrent requests finish): weight 1 keeps the estimate.
+		w := 1.0
 		if dt := now.Sub(e.at); dt > 0 {
 			w = math.Exp(-float64(dt) / float64(p.cfg.Decay))
 		}
 		e.ns = e.ns*w + sample*(1-w)
 	}
-	e.at, e.observed = now, true
+	if !e.observed || now.After(e.at) {
+		e.at = now
+	}
+	e.observed = true
 }
 
 func (p *peakEWMA) Reset(now time.Time) {

@@ -144,7 +144,7 @@ func backendDeployment(s *scenario.Scenario, r scenario.Route, g scenario.Backen
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken:  &noEsc,
-					TerminationGracePeriodSeconds: ptr(int64(10)),
+					TerminationGracePeriodSeconds: ptr(int64(35)), // the backend drains for up to 30 s
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot: &nonRoot, RunAsUser: &uid, RunAsGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},

@@ -653,6 +653,9 @@ func runWarnings(r *runData) []string {
 	if l.LateSends > 0 && l.Sent > 0 && float64(l.LateSends) >= 0.001*float64(l.Sent) {
 		w = append(w, fmt.Sprintf("run %s: %d of %d sends (%.2f%%) left more than 1 ms late: the load generator could not keep the schedule", id, l.LateSends, l.Sent, 100*float64(l.LateSends)/float64(l.Sent)))
 	}
+	if l.Dropped > 0 {
+		w = append(w, fmt.Sprintf("run %s: %d scheduled sends were dropped (every load worker stuck for a whole timeout); they are in no latency or error figure", id, l.Dropped))
+	}
 	if l.Errors > 0 {
 		w = append(w, fmt.Sprintf("run %s had %d errors of %d requests (%.2f%%)%s", id, l.Errors, l.Sent, 100*float64(l.Errors)/math.Max(1, float64(l.Sent)), statusSummary(l.StatusCodes)))
 	}

@@ -140,8 +140,12 @@ type LoadResult struct {
 	Sent      uint64 `json:"sent"`
 	Completed uint64 `json:"completed"`
 	Errors    uint64 `json:"errors"`
-	// AchievedRate is completed requests per second of the window.
+	// AchievedRate is requests completed within the window per second of
+	// the window (requests drained after it do not count).
 	AchievedRate float64 `json:"achieved_rate"`
+	// Dropped counts scheduled open-loop sends never sent because every
+	// load worker was stuck for a whole request timeout.
+	Dropped uint64 `json:"dropped"`
 	// LateSends counts open-loop sends that left more than 1 ms after
 	// their intended time.
 	LateSends uint64 `json:"late_sends"`

@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	e := &engine{cfg: cfg, client: client, rec: newRecorder(), pick: newPicker(cfg.Targets)}
 
 	start := time.Now()
+	e.rec.windowEnd = start.Add(cfg.Window())
 	stopTick, tickDone := make(chan struct{}), make(chan struct{})
 	go e.tick(start, cfg.Window(), stopTick, tickDone)
 

@@ -355,12 +355,30 @@ func TestNewClient_DoesNotFollowRedirects(t *testing.T) {
 	}
 }
 
+// Requests that finish after the window must not count toward the achieved
+// rate: a system that fell behind would otherwise look as if it kept up.
+func TestRun_AchievedRateExcludesDrainedRequests(t *testing.T) {
+	s := server(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond) // every request outlives a 200 ms window
+	})
+	res := run(t, Config{Targets: []Target{{URL: s.URL}}, Open: []Phase{{Kind: KindConstant, Rate: 20, Duration: 200 * time.Millisecond}}})
+	if res.Completed != res.Sent || res.Sent == 0 {
+		t.Fatalf("completed %d of %d sent; want all drained", res.Completed, res.Sent)
+	}
+	if res.CompletedInWindow != 0 {
+		t.Errorf("completed in window = %d, want 0: every answer came after the window", res.CompletedInWindow)
+	}
+	if got := res.Summary().AchievedRate; got != 0 {
+		t.Errorf("achieved rate = %v, want 0", got)
+	}
+}
+
 func TestSummary_PercentilesFromHistogram(t *testing.T) {
 	h := artifacts.NewHistogram()
 	for i := int64(1); i <= 1000; i++ {
 		h.RecordValue(i * 1000) // 1 ms .. 1000 ms
 	}
-	r := &Result{Model: ModelOpen, Histogram: h, Completed: 1000, Sent: 1000, Duration: 10 * time.Second, TargetRate: 100, StatusCodes: map[int]uint64{200: 1000}}
+	r := &Result{Model: ModelOpen, Histogram: h, Completed: 1000, CompletedInWindow: 1000, Sent: 1000, Duration: 10 * time.Second, TargetRate: 100, StatusCodes: map[int]uint64{200: 1000}}
 	s := r.Summary()
 	near := func(name string, got, want float64) {
 		if got < want*0.99 || got > want*1.01 {

@@ -36,6 +36,11 @@ type Result struct {
 	StatusCodes map[int]uint64 // 0 = transport error
 	Sent        uint64
 	Completed   uint64
+	// CompletedInWindow counts the completions that arrived before the
+	// window ended; the achieved rate is CompletedInWindow / Duration, so
+	// requests drained after the window cannot make a system that fell
+	// behind look as if it kept up.
+	CompletedInWindow uint64
 	// Errors counts transport errors and statuses >= 400.
 	Errors uint64
 	// Late counts open-loop sends that left more than LateAfter after
@@ -70,8 +75,9 @@ func (r *Result) Summary() artifacts.LoadResult {
 		LateSends:   r.Late,
 		StatusCodes: make(map[string]uint64, len(r.StatusCodes)),
 	}
+	s.Dropped = r.Dropped
 	if r.Duration > 0 {
-		s.AchievedRate = float64(r.Completed) / r.Duration.Seconds()
+		s.AchievedRate = float64(r.CompletedInWindow) / r.Duration.Seconds()
 	}
 	for code, n := range r.StatusCodes {
 		s.StatusCodes[strconv.Itoa(code)] = n
@@ -119,6 +125,9 @@ type recorder struct {
 	tot     Second // counters of the whole run
 	series  []Second
 	stopped bool // no more outcomes are taken (cancelled run)
+
+	windowEnd time.Time // completions after it are drained, not in the window
+	inWindow  uint64
 }
 
 func newRecorder() *recorder {
@@ -154,6 +163,9 @@ func (r *recorder) done(latency time.Duration, status int) {
 	r.codes[status]++
 	r.cur.Completed++
 	r.tot.Completed++
+	if !time.Now().After(r.windowEnd) {
+		r.inWindow++
+	}
 	if failed {
 		r.cur.Errors++
 		r.tot.Errors++
@@ -195,6 +207,9 @@ func (r *recorder) result() *Result {
 		Sent:        r.tot.Sent,
 		Completed:   r.tot.Completed,
 		Errors:      r.tot.Errors,
-		Late:        r.tot.Late,
+		// A cancelled run's window ends early; its in-window count stays
+		// an upper bound, which is fine: a cancelled run is discarded.
+		CompletedInWindow: r.inWindow,
+		Late:              r.tot.Late,
 	}
 }

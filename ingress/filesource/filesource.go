@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -60,8 +61,8 @@ func Parse(data []byte, origin string) ([]route.Spec, error) {
 		return nil, fmt.Errorf("filesource: %s: %v", origin, err)
 	}
 	var extra file
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("filesource: %s: more than one YAML document", origin)
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("filesource: %s: more than one YAML document, or trailing garbage", origin)
 	}
 	if f.Routes == nil {
 		return nil, fmt.Errorf("filesource: %s: field routes is required (a list, may be empty)", origin)

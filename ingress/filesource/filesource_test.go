@@ -64,6 +64,7 @@ func TestParse_Errors(t *testing.T) {
 			[]string{"routes[1].path", "already routed by routes[0]"}},
 		{"not yaml", "routes: [", []string{"filesource: f.yaml"}},
 		{"two documents", "routes: []\n---\nroutes: []\n", []string{"more than one YAML document"}},
+		{"malformed second document", "routes: []\n---\nroutes: [\n", []string{"trailing garbage"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

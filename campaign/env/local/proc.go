@@ -67,17 +67,26 @@ func (p *proc) exited() bool {
 	}
 }
 
+// signalGroup signals the child's whole process group (sysProcAttr made
+// the child its leader), so anything it started stops too. Until the child
+// is reaped its pid, and so the group id, cannot be reused.
+func (p *proc) signalGroup(sig syscall.Signal) {
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+		_ = p.cmd.Process.Signal(sig) // no group (should not happen): the child alone
+	}
+}
+
 // stop sends SIGTERM, then SIGKILL after stopGrace, and waits for the
 // process. It is idempotent. Signals go through os.Process, which never
 // signals a pid that has been reaped (and might be reused).
 func (p *proc) stop() error {
 	p.stopOnce.Do(func() {
 		if !p.exited() {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			p.signalGroup(syscall.SIGTERM)
 			select {
 			case <-p.done:
 			case <-time.After(stopGrace):
-				_ = p.cmd.Process.Kill()
+				p.signalGroup(syscall.SIGKILL)
 				<-p.done
 			}
 		}

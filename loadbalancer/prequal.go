@@ -31,11 +31,15 @@ import (
 //     again (measured on the seed's C2: 1.9% of requests to the 16x-slow
 //     pair, past the 1% that sets p99). Once the memory expires the replica
 //     is explored again, so a replica that recovered is re-learned.
-//   - Eq. 1 with a negative denominator (e.g. n <= m) is read literally:
-//     max{1, negative} = 1, each probe serves one query. Reusing a probe up
-//     to MaxReuse times there herded bursts onto one replica: on the
-//     quickstart fleet (n = 8) p99 fell from 153 to 134 ms with budget 1.
-//     At the pole (denominator exactly 0) the budget is MaxReuse.
+//   - Eq. 1 with a negative denominator (n <= m): with one entry per
+//     replica a fresh probe refreshes an entry rather than adding one, so
+//     the (1 − m/n) discount is dropped: b = (1+δ)/(r_probe − r_remove),
+//     which is 1 at the defaults. A first version used MaxReuse there and
+//     herded bursts onto one replica (quickstart, n = 8: p99 153 ms with
+//     MaxReuse, 134 ms with 1). Where that denominator is <= 0 too (e.g.
+//     r_probe = r_remove = 1) the pool never refills and the budget is
+//     MaxReuse; a budget of 1 there drained the pool into 54% random
+//     fallbacks (paper-90 with r_probe = 1).
 //   - Per-query removal never shrinks the pool below MinProbes, so removal
 //     alone cannot push picks into the random fallback.
 //   - The RIF quantile comes from the last RIFWindow probe answers (a count
@@ -118,22 +122,22 @@ func newPrequal(cfg PrequalConfig) *prequal {
 }
 
 // reuseBudget is Eq. 1: b_reuse = max{1, (1+δ)/((1−m/n)·r_probe − r_remove)},
-// capped at maxReuse; a negative denominator gives 1 (the formula read
-// literally) and a zero one maxReuse (its pole).
+// capped at maxReuse; for a negative denominator see the policy comment, and
+// a denominator <= 0 after that gives maxReuse (the pole).
 func reuseBudget(m, n int, rProbe, rRemove, delta float64, maxReuse int) float64 {
 	if n <= 0 {
 		return 1
 	}
 	den := (1-float64(m)/float64(n))*rProbe - rRemove
-	switch {
-	case den < 0:
-		// The literal reading: max{1, negative} = 1. With n <= m the pool
-		// holds (nearly) every replica, fresh probes mostly refresh existing
-		// entries, and reusing a probe many times would herd a burst onto
-		// the replica it names.
-		return 1
-	case den == 0:
-		return float64(maxReuse) // the pole of Eq. 1
+	if den < 0 {
+		// n <= m (nearly): every replica already has its one entry, so a
+		// fresh probe refreshes an entry (new RIF, uses back to 0) instead
+		// of adding one. For the budget that is a refill: drop the
+		// (1 − m/n) discount.
+		den = rProbe - rRemove
+	}
+	if den <= 0 {
+		return float64(maxReuse) // the pole of Eq. 1: the pool never refills
 	}
 	return min(max(1, (1+delta)/den), float64(maxReuse))
 }

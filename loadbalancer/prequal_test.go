@@ -24,10 +24,10 @@ func TestReuseBudget_Eq1(t *testing.T) {
 		want                 float64
 	}{
 		{"paper testbed", 16, 100, 3, 1, 1, 16, 2 / 1.52},
-		{"n equals m: denominator negative, literal max{1, ...}", 16, 16, 3, 1, 1, 16, 1},
-		{"n below m: denominator negative", 16, 4, 3, 1, 1, 7, 1},
+		{"n equals m: refreshes count as refills, (1+δ)/(r_probe−r_remove)", 16, 16, 3, 1, 1, 16, 1},
+		{"n below m: refreshes count as refills", 16, 4, 2, 1, 2, 7, 3},
 		{"denominator exactly 0: the pole, capped", 16, 24, 3, 1, 1, 16, 16},
-		{"removal outpaces probes: denominator negative", 16, 100, 1, 1, 1, 16, 1},
+		{"removal keeps pace with probes: the pool never refills", 16, 100, 1, 1, 1, 16, 16},
 		{"floor of 1", 16, 1_000_000, 3, 1, 0, 16, 1},
 		{"capped", 16, 100, 1.2, 1, 1, 5, 5},
 		{"no endpoints", 16, 0, 3, 1, 1, 16, 1},
@@ -79,8 +79,9 @@ func TestPrequal_ReuseBudgetRandomRounding(t *testing.T) {
 }
 
 // TestPrequal_ReuseBudgetDenominatorNegative checks the documented rule:
-// with n <= m, Eq. 1's denominator is negative and, read literally,
-// b_reuse = max{1, negative} = 1: each probe serves one query.
+// with n <= m, Eq. 1's denominator is negative; refreshes count as refills,
+// so b_reuse = (1+δ)/(r_probe − r_remove) = 2/3, floored at 1: each probe
+// serves one query.
 func TestPrequal_ReuseBudgetDenominatorNegative(t *testing.T) {
 	p := newPrequalT(t, 10, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 5; c.QRIF = 1 })
 	rng := newRNG()

@@ -93,7 +93,9 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	errc := make(chan error, 4)
+	sourceDone := make(chan struct{})
 	go func() {
+		defer close(sourceDone)
 		if err := cfg.Source.Run(runCtx, ing); err != nil {
 			errc <- fmt.Errorf("ingress: route source: %w", err)
 		}
@@ -141,6 +143,7 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	_ = adminSrv.Shutdown(sctx)
 	cancelRun()
 	<-proberDone
+	<-sourceDone // no route update (or informer goroutine) outlives Serve
 	log.Info("ingress stopped")
 	return runErr
 }

@@ -2,8 +2,8 @@ package campaign
 
 import (
 	"fmt"
+	"github.com/prequalbench/prequalbench/reports/stats"
 	"io"
-	"slices"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -54,18 +54,12 @@ func Summarize(algorithms []string, runs []artifacts.Run) []AlgorithmSummary {
 	return out
 }
 
-// median of xs (the mean of the middle two for an even count); 0 for none.
+// median of xs, as the report computes it; 0 for none (no run succeeded).
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return stats.Median(xs)
 }
 
 // WriteSummary prints the per-algorithm table.

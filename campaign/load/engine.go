@@ -72,6 +72,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	e := &engine{cfg: cfg, client: client, rec: newRecorder(), pick: newPicker(cfg.Targets)}
 
+	// A cancellation stops the recorder: answers that still arrive belong
+	// to a run that is being thrown away.
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go func() {
+		select {
+		case <-ctx.Done():
+			e.rec.stop()
+		case <-runDone:
+		}
+	}()
+
 	start := time.Now()
 	e.rec.windowEnd = start.Add(cfg.Window())
 	stopTick, tickDone := make(chan struct{}), make(chan struct{})

@@ -234,6 +234,22 @@ func TestProxy_RetryOnConnectionFailure(t *testing.T) {
 	}
 }
 
+// With one endpoint there is nowhere to retry: the failed request is one
+// pick and one error, not a string of discarded picks charged to it.
+func TestProxy_RetryWithOneEndpointChargesOnce(t *testing.T) {
+	ing, url := newTestIngress(t, Options{Retry: true, DefaultAlgorithm: "round-robin"},
+		route.Spec{Key: "r", Path: "/", Endpoints: []string{closedAddr(t)}})
+	for range 5 {
+		if code, _, _ := get(t, url+"/work", ""); code != http.StatusBadGateway {
+			t.Fatalf("status %d, want 502", code)
+		}
+	}
+	ep := ing.State().Routes[0].Policy.Endpoints[0]
+	if ep.Picks != 5 || ep.Errors != 5 || ep.InFlight != 0 {
+		t.Fatalf("endpoint %+v, want 5 picks, 5 errors, 0 in flight", ep)
+	}
+}
+
 func TestProber_FailureReasonsFromBackendFaults(t *testing.T) {
 	faults := map[string]loadbalancer.ProbeOutcome{
 		"timeout": loadbalancer.ProbeTimeout, "500": loadbalancer.ProbeStatus,

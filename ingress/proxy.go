@@ -165,8 +165,15 @@ func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Pic
 }
 
 // pickOther picks again, up to a few times, for an endpoint other than
-// avoid.
+// avoid. A pick that lands on avoid again is handed back as 499 (not the
+// endpoint's fault), so the failed endpoint is charged once, not per try.
 func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Policy, loadbalancer.Picked, bool) {
+	rs.mu.Lock()
+	others := len(rs.endpoints) > 1
+	rs.mu.Unlock()
+	if !others {
+		return nil, loadbalancer.Picked{}, false // nowhere else to go
+	}
 	for range 3 {
 		pol, p, err := rs.pick(now)
 		if err != nil {
@@ -175,7 +182,7 @@ func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Polic
 		if p.Endpoint != avoid {
 			return pol, p, true
 		}
-		rs.attemptDone(pol, p, 0, 0, now)
+		rs.attemptDone(pol, p, 0, 499, now)
 	}
 	return nil, loadbalancer.Picked{}, false
 }

@@ -161,21 +161,31 @@ type LoadResult struct {
 	Count int64   `json:"count"`
 }
 
-// WriteFileAtomic writes data to path through a temp file and a rename.
+// WriteFileAtomic writes data to path through a temp file and a rename,
+// and makes it durable: the file is fsynced before the rename and its
+// directory after it (and the parent of every directory it had to
+// create), so a crash or power loss leaves either the old file or the
+// whole new one, never an empty one.
 func WriteFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("artifacts: %w", err)
+	if err := MkdirAllSync(dir); err != nil {
+		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+TempMarker+"*")
 	if err != nil {
 		return fmt.Errorf("artifacts: %w", err)
 	}
 	tmp := f.Name()
-	if _, err := f.Write(data); err != nil {
+	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
 		return fmt.Errorf("artifacts: write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := syncFile(f); err != nil {
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
@@ -185,7 +195,7 @@ func WriteFileAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 		return fmt.Errorf("artifacts: %w", err)
 	}
-	return nil
+	return SyncDir(dir)
 }
 
 // WriteJSON writes v as indented JSON, atomically.

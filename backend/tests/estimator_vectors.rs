@@ -1,0 +1,194 @@
+//! The estimator against the test vectors it shares with its Go port
+//! (sim/estimator.go): backend/testdata/estimator-vectors.json lists
+//! record/clear/estimate steps and the answer each estimate must give.
+
+#[allow(dead_code)]
+#[path = "../src/estimator.rs"]
+mod estimator;
+
+use estimator::{Estimate, Estimator};
+use std::collections::BTreeMap;
+
+/// Just enough JSON for the vectors file (std only, like the crate).
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Num(f64, String),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(BTreeMap<String, Json>),
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) {
+        self.ws();
+        assert_eq!(self.s[self.i], c, "at byte {}", self.i);
+        self.i += 1;
+    }
+
+    fn value(&mut self) -> Json {
+        self.ws();
+        match self.s[self.i] {
+            b'{' => {
+                self.i += 1;
+                let mut m = BTreeMap::new();
+                self.ws();
+                if self.s[self.i] == b'}' {
+                    self.i += 1;
+                    return Json::Obj(m);
+                }
+                loop {
+                    self.ws();
+                    let Json::Str(k) = self.value() else {
+                        panic!("object key at byte {}", self.i)
+                    };
+                    self.eat(b':');
+                    m.insert(k, self.value());
+                    self.ws();
+                    self.i += 1;
+                    if self.s[self.i - 1] == b'}' {
+                        return Json::Obj(m);
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                let mut v = Vec::new();
+                self.ws();
+                if self.s[self.i] == b']' {
+                    self.i += 1;
+                    return Json::Arr(v);
+                }
+                loop {
+                    v.push(self.value());
+                    self.ws();
+                    self.i += 1;
+                    if self.s[self.i - 1] == b']' {
+                        return Json::Arr(v);
+                    }
+                }
+            }
+            b'"' => {
+                self.i += 1;
+                let mut out = String::new();
+                while self.s[self.i] != b'"' {
+                    if self.s[self.i] == b'\\' {
+                        self.i += 1;
+                        out.push(match self.s[self.i] {
+                            b'n' => '\n',
+                            b't' => '\t',
+                            c => c as char,
+                        });
+                    } else {
+                        out.push(self.s[self.i] as char);
+                    }
+                    self.i += 1;
+                }
+                self.i += 1;
+                Json::Str(out)
+            }
+            b'n' => {
+                self.i += 4;
+                Json::Null
+            }
+            b't' => {
+                self.i += 4;
+                Json::Bool(true)
+            }
+            b'f' => {
+                self.i += 5;
+                Json::Bool(false)
+            }
+            _ => {
+                let start = self.i;
+                while self.i < self.s.len() && b"+-.eE0123456789".contains(&self.s[self.i]) {
+                    self.i += 1;
+                }
+                let text = std::str::from_utf8(&self.s[start..self.i]).unwrap();
+                Json::Num(text.parse().unwrap(), text.to_string())
+            }
+        }
+    }
+}
+
+fn get<'a>(o: &'a Json, key: &str) -> Option<&'a Json> {
+    match o {
+        Json::Obj(m) => m.get(key),
+        _ => None,
+    }
+}
+
+/// An integer field, exact (no f64 round trip); absent means 0.
+fn int(o: &Json, key: &str) -> u64 {
+    match get(o, key) {
+        Some(Json::Num(_, text)) => text.parse().expect(key),
+        None => 0,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+fn float(o: &Json, key: &str) -> Option<f64> {
+    match get(o, key) {
+        Some(Json::Num(v, _)) => Some(*v),
+        None | Some(Json::Null) => None,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+#[test]
+fn estimator_matches_shared_vectors() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/estimator-vectors.json"
+    );
+    let text = std::fs::read(path).expect("read vectors");
+    let root = Parser { s: &text, i: 0 }.value();
+    let Some(Json::Arr(cases)) = get(&root, "cases") else {
+        panic!("no cases")
+    };
+    assert!(cases.len() >= 10, "only {} cases", cases.len());
+    let mut estimates = 0;
+    for case in cases {
+        let name = match get(case, "name") {
+            Some(Json::Str(s)) => s.clone(),
+            _ => panic!("case without name"),
+        };
+        let mut e = Estimator::new(int(case, "window_ns"));
+        let Some(Json::Arr(ops)) = get(case, "ops") else {
+            panic!("{name}: no ops")
+        };
+        for (i, op) in ops.iter().enumerate() {
+            match get(op, "op") {
+                Some(Json::Str(s)) if s == "record" => e.record(
+                    int(op, "rif"),
+                    float(op, "latency_ms").unwrap_or(0.0),
+                    int(op, "finish_ns"),
+                ),
+                Some(Json::Str(s)) if s == "clear" => e.clear(),
+                Some(Json::Str(s)) if s == "estimate" => {
+                    estimates += 1;
+                    let got = e.estimate(int(op, "rif"), int(op, "now_ns"));
+                    let want = Estimate {
+                        median_ms: float(op, "want_median_ms"),
+                        samples: int(op, "want_samples") as usize,
+                    };
+                    assert_eq!(got, want, "{name} op {i}");
+                }
+                other => panic!("{name} op {i}: unknown op {other:?}"),
+            }
+        }
+    }
+    assert!(estimates > 100, "only {estimates} estimates");
+}

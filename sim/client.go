@@ -1,0 +1,370 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// client is one ingress replica's policy for one route: its own policy
+// instance and seeded RNG, as a real replica has.
+type client struct {
+	replica, route int
+	policy         loadbalancer.Policy
+	rng            *rand.Rand
+	// requests counts requests routed here since the world was built (the
+	// admin API's per-route counter).
+	requests uint64
+}
+
+// Load is what the load generator offers during one Run: open-loop phases
+// or closed-loop users, spread over targets (one per ingress replica and
+// route) by weight, as campaign/load does.
+type Load struct {
+	Open      []Phase
+	Users     int
+	Duration  time.Duration // closed loop
+	ThinkTime time.Duration // closed loop
+	// Timeout bounds each request, from its (intended) send.
+	Timeout time.Duration
+	Targets []Target
+	Seed    uint64
+}
+
+// Target is an ingress replica and route, with a relative weight.
+type Target struct {
+	Client, Route int
+	Weight        float64
+}
+
+// Window is the planned length of the load.
+func (l Load) Window() time.Duration {
+	if len(l.Open) == 0 {
+		return l.Duration
+	}
+	var d time.Duration
+	for _, p := range l.Open {
+		d += p.Duration
+	}
+	return d
+}
+
+func (l Load) validate(routes, clients int) error {
+	if len(l.Targets) == 0 {
+		return fmt.Errorf("sim: load targets must list at least one target")
+	}
+	for i, t := range l.Targets {
+		if t.Client < 0 || t.Client >= clients || t.Route < 0 || t.Route >= routes {
+			return fmt.Errorf("sim: load targets[%d] is client %d route %d, want client in [0, %d) and route in [0, %d)", i, t.Client, t.Route, clients, routes)
+		}
+		if !(t.Weight >= 0) {
+			return fmt.Errorf("sim: load targets[%d].weight must be >= 0, got %v", i, t.Weight)
+		}
+	}
+	if (len(l.Open) > 0) == (l.Users > 0) {
+		return fmt.Errorf("sim: load needs open-loop phases or users > 0, not both (got %d phases, %d users)", len(l.Open), l.Users)
+	}
+	if l.Users > 0 && l.Duration <= 0 {
+		return fmt.Errorf("sim: load duration must be > 0 for a closed loop, got %v", l.Duration)
+	}
+	if l.Timeout <= 0 {
+		return fmt.Errorf("sim: load timeout must be > 0, got %v", l.Timeout)
+	}
+	return nil
+}
+
+// picker chooses a target with probability proportional to its weight
+// (0 counts as 1), drawing one Float64 per request as campaign/load does.
+type picker struct {
+	cum     []float64
+	targets []int32 // policy index of each target
+}
+
+func (p *picker) pick(rng *rand.Rand) int32 {
+	if len(p.targets) == 1 {
+		return p.targets[0]
+	}
+	x := rng.Float64() * p.cum[len(p.cum)-1]
+	i := sort.SearchFloat64s(p.cum, x)
+	for i < len(p.cum) && p.cum[i] <= x {
+		i++
+	}
+	return p.targets[min(i, len(p.targets)-1)]
+}
+
+// user is one closed-loop user.
+type user struct {
+	rng *rand.Rand
+}
+
+// loadRun is the state of the load of one Run.
+type loadRun struct {
+	l       Load
+	pick    picker
+	sched   *schedule
+	openRNG *rand.Rand
+	start   int64
+	end     int64 // closed loop: no send at or after it
+	timeout int64
+	active  int // closed-loop users still sending
+}
+
+// start sets up the recorder and the first sends of l.
+func (w *World) start(l Load) error {
+	lr := &loadRun{l: l, start: w.now, timeout: int64(l.Timeout)}
+	var sum float64
+	for _, t := range l.Targets {
+		wt := t.Weight
+		if wt == 0 {
+			wt = 1
+		}
+		sum += wt
+		lr.pick.cum = append(lr.pick.cum, sum)
+		lr.pick.targets = append(lr.pick.targets, int32(t.Client*len(w.cfg.Routes)+t.Route))
+	}
+	window := int64(l.Window())
+	w.rec = newRecorder(lr, w.now, window)
+	for k := int64(1); k*int64(time.Second) < window; k++ {
+		w.q.push(event{at: w.now + k*int64(time.Second), kind: evSecond})
+	}
+	if len(l.Open) > 0 {
+		s, err := newSchedule(l.Open)
+		if err != nil {
+			return err
+		}
+		lr.sched = s
+		lr.openRNG = rand.New(rand.NewPCG(l.Seed, 0x6c6f6164))
+		w.rec.targetRate = meanRate(l.Open)
+		w.nextOpen()
+		return nil
+	}
+	lr.end = w.now + window
+	w.users = w.users[:0]
+	for u := range l.Users {
+		w.users = append(w.users, user{rng: rand.New(rand.NewPCG(l.Seed, uint64(u)+1))})
+		w.q.push(event{at: w.now, kind: evUserSend, a: int32(u)})
+	}
+	lr.active = l.Users
+	return nil
+}
+
+// nextOpen schedules the next open-loop send, or marks the schedule done.
+func (w *World) nextOpen() {
+	lr := w.rec.load
+	off, ok := lr.sched.next()
+	if !ok {
+		w.rec.sendsDone = true
+		return
+	}
+	w.q.push(event{at: lr.start + off, kind: evSend})
+}
+
+func (w *World) openSend() {
+	lr := w.rec.load
+	w.send(lr.pick.pick(lr.openRNG), w.now, -1)
+	w.nextOpen()
+}
+
+func (w *World) userSend(u int32) {
+	lr := w.rec.load
+	if w.now >= lr.end {
+		w.userStop()
+		return
+	}
+	w.send(lr.pick.pick(w.users[u].rng), w.now, u)
+}
+
+func (w *World) userStop() {
+	lr := w.rec.load
+	lr.active--
+	if lr.active == 0 {
+		w.rec.sendsDone = true
+	}
+}
+
+// userNext lets closed-loop user u think, then send again.
+func (w *World) userNext(u int32) {
+	lr := w.rec.load
+	next := w.now + int64(lr.l.ThinkTime)
+	if next >= lr.end {
+		w.userStop()
+		return
+	}
+	w.q.push(event{at: next, kind: evUserSend, a: u})
+}
+
+// send is one request entering ingress replica/route ci at sent: the
+// policy picks, the probes it owes go out, the request goes on the wire.
+func (w *World) send(ci int32, sent int64, u int32) {
+	c := w.clients[ci]
+	c.requests++
+	w.rec.sent()
+	tok, err := c.policy.Pick(w.wall(w.now), c.rng)
+	if err != nil { // no endpoints: the ingress answers 503 itself
+		w.rec.done(w.now, 0, 503, false)
+		if u >= 0 {
+			w.userNext(u)
+		}
+		return
+	}
+	w.sendProbes(ci)
+	i := w.alloc()
+	r := &w.reqs[i]
+	gen := r.gen
+	*r = request{sent: sent, picked: w.now, tok: tok, client: ci, server: w.byAddr[tok.Endpoint], user: u, holds: 2, gen: gen}
+	w.q.push(event{at: w.now + w.net.draw(), kind: evReqAtServer, a: i})
+	w.deadline.add(w, i, gen, sent+min(w.upTO, w.rec.load.timeout))
+}
+
+// sendProbes sends the probes policy ci owes now.
+func (w *World) sendProbes(ci int32) {
+	if !w.usesProb {
+		return
+	}
+	c := w.clients[ci]
+	w.due = c.policy.ProbesDue(w.wall(w.now), c.rng, w.due[:0])
+	for _, addr := range w.due {
+		si := w.byAddr[addr]
+		if d := w.net.draw(); d <= w.probeTO {
+			w.q.push(event{at: w.now + d, kind: evProbeAtServer, a: ci, b: si, x: w.now})
+		} else {
+			w.q.push(event{at: w.now + w.probeTO, kind: evProbeFail, a: ci, b: si, c: probeFaultTimeout})
+		}
+	}
+}
+
+// respAtClient delivers request i's answer to its ingress replica and on
+// to the load generator.
+func (w *World) respAtClient(i int32) {
+	r := &w.reqs[i]
+	if r.settled {
+		w.release(i)
+		return
+	}
+	r.settled = true
+	c := w.clients[r.client]
+	c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), int(r.status))
+	w.rec.done(w.now, w.now-r.sent, int(r.status), false)
+	u := r.user
+	w.release(i) // the event's hold
+	w.release(i) // the client's
+	if u >= 0 {
+		w.userNext(u)
+	}
+}
+
+// deadlines holds outstanding requests in send order, which is also the
+// order of their deadlines (one timeout for all), so one pending event
+// covers them all.
+type deadlines struct {
+	buf   []deadline
+	head  int
+	armed bool
+}
+
+type deadline struct {
+	at  int64
+	i   int32
+	gen uint32
+}
+
+// deadlineQuantum batches expiry checks; an expired request is still timed
+// at its exact deadline.
+const deadlineQuantum = int64(time.Millisecond)
+
+func (d *deadlines) add(w *World, i int32, gen uint32, at int64) {
+	if d.head > 0 && d.head*2 >= len(d.buf) {
+		n := copy(d.buf, d.buf[d.head:])
+		d.buf, d.head = d.buf[:n], 0
+	}
+	d.buf = append(d.buf, deadline{at: at, i: i, gen: gen})
+	if !d.armed {
+		d.arm(w)
+	}
+}
+
+func (d *deadlines) arm(w *World) {
+	at := d.buf[d.head].at
+	at = (at + deadlineQuantum - 1) / deadlineQuantum * deadlineQuantum
+	w.q.push(event{at: max(at, w.now), kind: evDeadline})
+	d.armed = true
+}
+
+// expire times out every outstanding request whose deadline has passed.
+func (w *World) expire() {
+	d := &w.deadline
+	d.armed = false
+	for d.head < len(d.buf) && d.buf[d.head].at <= w.now {
+		e := d.buf[d.head]
+		d.head++
+		if r := &w.reqs[e.i]; r.gen == e.gen && !r.settled {
+			w.timeout(e.i, e.at)
+		}
+	}
+	if d.head == len(d.buf) {
+		d.buf, d.head = d.buf[:0], 0
+		return
+	}
+	d.arm(w)
+}
+
+// timeout settles request i at its deadline: the ingress answers 504 when
+// its upstream timeout comes first, else the load generator gives up (and
+// the ingress sees the client leave, 499). A replica drops a waiter whose
+// client left, and a hanging request ends; one in service runs on.
+func (w *World) timeout(i int32, at int64) {
+	r := &w.reqs[i]
+	r.settled = true
+	c := w.clients[r.client]
+	if w.upTO < w.rec.load.timeout {
+		c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), 0)
+		w.rec.done(at, at-r.sent, 504, false)
+	} else {
+		c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), 499)
+		w.rec.done(at, at-r.sent, 0, true)
+	}
+	s := w.servers[r.server]
+	switch r.where {
+	case wQueued:
+		s.leaveQueue(i)
+		s.rif--
+		r.where = wDone
+		w.release(i)
+	case wHanging:
+		s.rif--
+		r.where = wDone
+		w.release(i)
+	}
+	u := r.user
+	w.release(i) // the client's hold
+	if u >= 0 {
+		w.userNext(u)
+	}
+}
+
+// ClientState is one ingress replica's admin state: per route, the
+// requests routed and the policy's counters.
+type ClientState struct {
+	Routes []RouteState
+}
+
+// RouteState is one route of one ingress replica.
+type RouteState struct {
+	Route    string
+	Requests uint64
+	Stats    loadbalancer.Stats
+}
+
+// Snapshot returns every ingress replica's state, in replica order.
+func (w *World) Snapshot() []ClientState {
+	out := make([]ClientState, w.cfg.Clients)
+	for _, c := range w.clients {
+		out[c.replica].Routes = append(out[c.replica].Routes, RouteState{
+			Route: w.cfg.Routes[c.route].Name, Requests: c.requests, Stats: c.policy.Stats(),
+		})
+	}
+	return out
+}

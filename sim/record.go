@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+)
+
+// Result is what the load generator measured in one Run, in the units of
+// campaign/load: latencies in µs in histograms with the project's bounds,
+// counters, and one row per second of the window.
+type Result struct {
+	// Model is "open" or "closed"; Users is set for a closed loop.
+	Model string
+	Users int
+	// Success holds the latencies of 2xx/3xx answers; All every answer,
+	// errors and timeouts included (the v1 histogram); Pessimistic every
+	// request, each failure counted at the request timeout.
+	Success, All, Pessimistic *hdrhistogram.Histogram
+	Series                    []Second
+	StatusCodes               map[int]uint64 // 0 = no answer (timeout)
+	Sent, Completed           uint64
+	CompletedInWindow         uint64
+	Succeeded                 uint64
+	Failed4xx, Failed5xx      uint64
+	Timeouts                  uint64
+	Errors                    uint64 // every failure
+	Clamped                   uint64
+	Duration                  time.Duration
+	TargetRate                float64
+	// Events is the number of simulation events the Run processed.
+	Events uint64
+}
+
+// Second is one row of the per-second series: sends during the second,
+// answers during it, and the percentiles of its successes.
+type Second struct {
+	Second                             int
+	Sent, Completed, Succeeded, Errors uint64
+	P50, P99                           time.Duration
+}
+
+// recorder aggregates one Run's outcomes: a few histograms and counters,
+// never a record per request.
+type recorder struct {
+	load        *loadRun
+	res         Result
+	sec         *hdrhistogram.Histogram
+	cur         Second
+	windowEnd   int64
+	outstanding uint64
+	sendsDone   bool
+	targetRate  float64
+	window      int64
+}
+
+func newRecorder(l *loadRun, start, window int64) *recorder {
+	r := &recorder{load: l, sec: artifacts.NewHistogram(), windowEnd: start + window, window: window}
+	r.res.Success, r.res.All, r.res.Pessimistic = artifacts.NewHistogram(), artifacts.NewHistogram(), artifacts.NewHistogram()
+	r.res.StatusCodes = map[int]uint64{}
+	return r
+}
+
+func (r *recorder) finished() bool { return r.sendsDone && r.outstanding == 0 }
+
+func (r *recorder) sent() {
+	r.res.Sent++
+	r.cur.Sent++
+	r.outstanding++
+}
+
+// done records one outcome at virtual time at: its latency in ns and
+// status (0: no answer).
+func (r *recorder) done(at, latency int64, status int, timedOut bool) {
+	r.outstanding--
+	us := latency / int64(time.Microsecond)
+	if us > artifacts.HistogramHighest {
+		r.res.Clamped++
+	}
+	us = min(max(us, artifacts.HistogramLowest), artifacts.HistogramHighest)
+	_ = r.res.All.RecordValue(us)
+	r.res.StatusCodes[status]++
+	r.res.Completed++
+	r.cur.Completed++
+	if at <= r.windowEnd {
+		r.res.CompletedInWindow++
+	}
+	if status >= 200 && status < 400 && !timedOut {
+		r.res.Succeeded++
+		r.cur.Succeeded++
+		_ = r.res.Success.RecordValue(us)
+		_ = r.sec.RecordValue(us)
+		_ = r.res.Pessimistic.RecordValue(us)
+		return
+	}
+	r.res.Errors++
+	r.cur.Errors++
+	switch {
+	case timedOut:
+		r.res.Timeouts++
+	case status >= 500:
+		r.res.Failed5xx++
+	case status >= 400:
+		r.res.Failed4xx++
+	}
+	to := min(max(r.load.timeout/int64(time.Microsecond), artifacts.HistogramLowest), artifacts.HistogramHighest)
+	_ = r.res.Pessimistic.RecordValue(to)
+}
+
+func (r *recorder) closeSecond() {
+	row := r.cur
+	row.Second = len(r.res.Series)
+	if r.sec.TotalCount() > 0 {
+		row.P50 = time.Duration(r.sec.ValueAtQuantile(50)) * time.Microsecond
+		row.P99 = time.Duration(r.sec.ValueAtQuantile(99)) * time.Microsecond
+	}
+	r.sec.Reset()
+	r.cur = Second{}
+	r.res.Series = append(r.res.Series, row)
+}
+
+func (r *recorder) result() *Result {
+	r.closeSecond()
+	res := r.res
+	res.Duration = time.Duration(r.window)
+	res.TargetRate = r.targetRate
+	res.Model = "open"
+	if r.load.l.Users > 0 {
+		res.Model, res.Users = "closed", r.load.l.Users
+	}
+	return &res
+}

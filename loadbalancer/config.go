@@ -44,8 +44,8 @@ type PrequalConfig struct {
 	// must exceed PoolSize so the threshold is not just a pool member (which
 	// would make "all probes hot" impossible).
 	RIFWindow int `json:"rif_window"`
-	// MaxReuse caps the reuse budget b_reuse; it is also the budget at
-	// Eq. 1's pole (denominator exactly 0).
+	// MaxReuse caps the reuse budget b_reuse of Eq. 1, which grows without
+	// bound as n approaches m·r_probe/(r_probe − r_remove) from above.
 	MaxReuse int `json:"max_reuse"`
 	// LatencyMemory is how long the policy remembers a replica's last known
 	// latency and uses it when the replica's probe reports none. A replica
@@ -82,7 +82,7 @@ func DefaultConfig() Config {
 			MinProbes:         2,
 			IdleProbeInterval: 100 * time.Millisecond,
 			RIFWindow:         64,
-			MaxReuse:          16,
+			MaxReuse:          2,
 			LatencyMemory:     10 * time.Second,
 		},
 		PeakEWMA: PeakEWMAConfig{

@@ -69,8 +69,9 @@ type Picked struct {
 	// Hot is true when Prequal chose among probes that were all hot.
 	Hot bool
 
-	index int    // position in the endpoint slice at pick time
-	gen   uint64 // endpoint-set generation at pick time
+	index   int    // position in the endpoint slice at pick time
+	gen     uint64 // endpoint-set generation at pick time
+	explore bool   // prequal: this request explores a replica of unknown latency
 }
 
 // ProbeReply is a backend's answer to a probe.
@@ -125,6 +126,12 @@ type Stats struct {
 	// ("overflow", "reuse", "age", "oldest", "worst", and "replaced" when a
 	// newer answer from the same replica took an entry's place).
 	PoolRemovals map[string]uint64 `json:"pool_removals,omitempty"`
+	// ReuseBudget is Prequal's b_reuse in force (Eq. 1 for the current
+	// fleet size, bounded by MaxReuse); 0 for policies without a pool.
+	ReuseBudget float64 `json:"reuse_budget,omitempty"`
+	// StaleAnswers counts probe answers dropped because a newer answer from
+	// the same replica had already been received.
+	StaleAnswers uint64 `json:"stale_answers,omitempty"`
 }
 
 // EndpointStats are per-endpoint counters.

@@ -1,6 +1,7 @@
 package loadbalancer
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -24,6 +25,10 @@ import (
 //     then loses the next tie, so it gets a trickle, not a herd. With no
 //     known cold probe, the least busy unknown one wins. As a removal
 //     candidate ("worst" among cold probes) a known latency ranks first.
+//     At most one such exploratory request is in flight per replica: until
+//     it finishes, the replica's unknown probe is only a last resort (a
+//     16x-slow replica would otherwise take one request per compensation
+//     step from every client before its first answer came back).
 //   - Latency memory. A replica's last known latency is remembered for
 //     LatencyMemory (10 s) and stands in when its probe reports none: a
 //     slow replica that gets little traffic sees its backend history age
@@ -31,17 +36,22 @@ import (
 //     again (measured on the seed's C2: 1.9% of requests to the 16x-slow
 //     pair, past the 1% that sets p99). Once the memory expires the replica
 //     is explored again, so a replica that recovered is re-learned.
-//   - Eq. 1 with a negative denominator (n <= m): with one entry per
-//     replica a fresh probe refreshes an entry rather than adding one, so
-//     the (1 − m/n) discount is dropped: b = (1+δ)/(r_probe − r_remove),
-//     which is 1 at the defaults. A first version used MaxReuse there and
-//     herded bursts onto one replica (quickstart, n = 8: p99 153 ms with
-//     MaxReuse, 134 ms with 1). Where that denominator is <= 0 too (e.g.
-//     r_probe = r_remove = 1) the pool never refills and the budget is
-//     MaxReuse; a budget of 1 there drained the pool into 54% random
-//     fallbacks (paper-90 with r_probe = 1).
-//   - Per-query removal never shrinks the pool below MinProbes, so removal
-//     alone cannot push picks into the random fallback.
+//   - Eq. 1 where its denominator (1 − m/n)·r_probe − r_remove is <= 0
+//     (at the defaults n <= 24): read literally, max{1, negative} = 1, and
+//     the budget is 1. Above it the budget is bounded by MaxReuse (default
+//     2); uncapped, n = 25-30 gave budgets 16 to 5 and tripled p99 with 10
+//     clients in the fleet simulation (see ReuseWarning and the table in
+//     the README).
+//   - The budget applies only while the pool is at most half full: with
+//     more fresh probes than that, a used probe leaves at once (budget 1
+//     in effect). With 10 clients any budget above 1 raised p99 by 10-30%
+//     at every n >= 25; a single client at 12k queries/s over 100 replicas
+//     needs reuse (budget 1 drained its pool within each probe round trip
+//     and its queues grew), and gets it because its pool runs low.
+//   - Per-query removal never shrinks the pool below half of m (see
+//     removeFloor), and a spent probe stays while the pool holds only
+//     MinProbes, so removal alone cannot push picks into the random
+//     fallback.
 //   - The RIF quantile comes from the last RIFWindow probe answers (a count
 //     window longer than the pool), nearest-rank; hot means RIF above it.
 //   - Ties (equal cold latency, equal hot RIF) are broken uniformly at
@@ -70,9 +80,9 @@ type prequal struct {
 	removeAcc   float64
 	removeWorst bool // the next per-query removal takes the worst, else the oldest
 
-	// memory holds each endpoint's last known latency (see LatencyMemory),
-	// indexed like eps.
-	memory []latencyMemory
+	// replicas holds per-endpoint state, indexed like eps.
+	replicas []replicaState
+	stale    uint64 // answers dropped as older than one already received
 
 	// epoch anchors receipt times; entries store ns since it, so age checks
 	// are integer compares (and monotonic when the caller's times are).
@@ -100,6 +110,18 @@ type probeEntry struct {
 	known    bool
 }
 
+// replicaState is what the policy keeps per endpoint besides its pool entry.
+type replicaState struct {
+	memory latencyMemory
+	// lastAnswer is the receipt clock of the newest answer taken in; an
+	// answer received earlier is stale and must not replace it.
+	lastAnswer int64
+	answered   bool
+	// exploring is set while a request picked on an unknown-latency probe is
+	// in flight: one exploratory request at a time per replica.
+	exploring bool
+}
+
 // latencyMemory is an endpoint's last known latency and when it was learned.
 type latencyMemory struct {
 	latency time.Duration
@@ -122,24 +144,36 @@ func newPrequal(cfg PrequalConfig) *prequal {
 }
 
 // reuseBudget is Eq. 1: b_reuse = max{1, (1+δ)/((1−m/n)·r_probe − r_remove)},
-// capped at maxReuse; for a negative denominator see the policy comment, and
-// a denominator <= 0 after that gives maxReuse (the pole).
+// bounded by maxReuse. A denominator <= 0 (the pole and beyond) gives 1, the
+// literal max{1, negative}; the cap keeps the approach to the pole from
+// herding.
 func reuseBudget(m, n int, rProbe, rRemove, delta float64, maxReuse int) float64 {
 	if n <= 0 {
 		return 1
 	}
 	den := (1-float64(m)/float64(n))*rProbe - rRemove
-	if den < 0 {
-		// n <= m (nearly): every replica already has its one entry, so a
-		// fresh probe refreshes an entry (new RIF, uses back to 0) instead
-		// of adding one. For the budget that is a refill: drop the
-		// (1 − m/n) discount.
-		den = rProbe - rRemove
-	}
 	if den <= 0 {
-		return float64(maxReuse) // the pole of Eq. 1: the pool never refills
+		return 1
 	}
 	return min(max(1, (1+delta)/den), float64(maxReuse))
+}
+
+// ReuseWarning returns a warning when, for a fleet of n replicas, Eq. 1's
+// denominator (1 − m/n)·r_probe − r_remove is not positive: probes then
+// cannot refill the pool faster than queries remove them, the formula has
+// no finite budget and the policy uses 1. It returns "" when Eq. 1 applies.
+func (c PrequalConfig) ReuseWarning(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	den := (1-float64(c.PoolSize)/float64(n))*c.ProbesPerQuery - c.RemovePerQuery
+	if den > 0 {
+		return ""
+	}
+	return fmt.Sprintf("prequal: with %d replicas, (1 - m/n)*r_probe = (1 - %d/%d)*%g = %.3g <= r_remove = %g: "+
+		"Eq. 1 has no finite reuse budget (the pool cannot refill faster than queries drain it); using b_reuse = 1. "+
+		"Raise probes_per_query or lower remove_per_query or pool_size to stay in the paper's regime",
+		n, c.PoolSize, n, c.ProbesPerQuery, (1-float64(c.PoolSize)/float64(n))*c.ProbesPerQuery, c.RemovePerQuery)
 }
 
 func (p *prequal) SetEndpoints(_ time.Time, endpoints []string) {
@@ -153,13 +187,13 @@ func (p *prequal) SetEndpoints(_ time.Time, endpoints []string) {
 		}
 	}
 	p.pool = kept
-	memory := make([]latencyMemory, len(p.eps))
+	replicas := make([]replicaState, len(p.eps))
 	for i, ep := range p.eps {
-		if j, ok := oldIdx[ep.addr]; ok && j < len(p.memory) {
-			memory[i] = p.memory[j]
+		if j, ok := oldIdx[ep.addr]; ok && j < len(p.replicas) {
+			replicas[i] = p.replicas[j]
 		}
 	}
-	p.memory = memory
+	p.replicas = replicas
 	n := len(p.eps)
 	p.perm = make([]int, n)
 	for i := range p.perm {
@@ -191,18 +225,27 @@ func (p *prequal) removeAt(i int, reason int) {
 	p.removals[reason]++
 }
 
-// hotThreshold is the Q_RIF quantile (nearest rank) of recent probe RIFs; a
-// probe is hot when its RIF is above it.
+// hotThreshold returns t such that a probe is hot when its RIF is above t:
+// the Q_RIF quantile θ (nearest rank) of recent probe RIFs, with the paper's
+// endpoints. Q_RIF >= 1 means θ = ∞: every probe is cold (latency-only
+// control). When θ is the window's maximum (nearest rank makes every Q above
+// (k−1)/k so) replicas tied at the maximum are hot, as the paper describes
+// for Q_RIF = 0.999; otherwise no probe could ever be hot there. A window of
+// one value throughout has no spread to split, and stays cold.
 func (p *prequal) hotThreshold() int32 {
 	k := len(p.rifSorted)
-	if k == 0 {
+	if k == 0 || p.cfg.QRIF >= 1 {
 		return math.MaxInt32
 	}
 	r := p.fullRank
 	if k < cap(p.rifSorted) {
 		r = quantileRank(p.cfg.QRIF, k)
 	}
-	return int32(p.rifSorted[r])
+	theta := p.rifSorted[r]
+	if theta == p.rifSorted[k-1] && theta > p.rifSorted[0] {
+		return int32(theta - 1)
+	}
+	return int32(theta)
 }
 
 // quantileRank is the nearest-rank index of quantile q among k sorted values.
@@ -258,8 +301,13 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	thr := p.hotThreshold()
 	c, hot := p.choose(thr, rng)
 	e := &p.pool[c]
+	explore := p.category(e, thr) == catUnknown
 	pk := p.pick(int(e.ep))
 	pk.Hot = hot
+	if explore {
+		pk.explore = true
+		p.replicas[e.ep].exploring = true
+	}
 	if hot {
 		p.hotPicks++
 	} else {
@@ -272,7 +320,13 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	if e.budget == 0 {
 		e.budget = int32(randRound(p.bReuse, rng))
 	}
-	if e.uses >= e.budget {
+	// Reuse only while the pool is at or below half full: with fresh probes
+	// to spare, a used probe leaves at once (clients reusing probes of the
+	// same idle replica herded it). A spent probe leaves the pool, except
+	// the last MinProbes: until fresh answers arrive they serve
+	// (compensated) rather than let the pick fall back to random.
+	spent := e.uses >= e.budget || len(p.pool) > p.removeFloor()
+	if spent && len(p.pool) > p.cfg.MinProbes {
 		p.removeAt(c, removeReuse)
 	}
 	p.removePerQuery(thr)
@@ -281,18 +335,21 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 
 // Probe categories for HCL.
 const (
-	catHot     = iota // RIF above the threshold; ranked by RIF
-	catCold           // cold with known latency; ranked by latency
-	catUnknown        // cold with unknown latency; ranked by RIF
+	catHot       = iota // RIF above the threshold; ranked by RIF
+	catCold             // cold with known latency; ranked by latency
+	catUnknown          // cold with unknown latency; ranked by RIF
+	catExploring        // cold, unknown, and already explored by a request in flight; a last resort
 	numCats
 )
 
-func category(e *probeEntry, thr int32) int {
+func (p *prequal) category(e *probeEntry, thr int32) int {
 	switch {
 	case e.rif > thr:
 		return catHot
 	case e.known:
 		return catCold
+	case p.replicas[e.ep].exploring:
+		return catExploring
 	}
 	return catUnknown
 }
@@ -313,7 +370,7 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 	var ties [numCats]int
 	for i := range p.pool {
 		e := &p.pool[i]
-		c := category(e, thr)
+		c := p.category(e, thr)
 		k := rankKey(e, c)
 		if ties[c] == 0 || k < best[c] {
 			best[c], ties[c] = k, 1
@@ -330,8 +387,10 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 		return c, false
 	case ties[catUnknown] > 0:
 		return p.nthTie(catUnknown, thr, best[catUnknown], ties[catUnknown], rng), false
+	case ties[catHot] > 0:
+		return p.nthTie(catHot, thr, best[catHot], ties[catHot], rng), true
 	}
-	return p.nthTie(catHot, thr, best[catHot], ties[catHot], rng), true
+	return p.nthTie(catExploring, thr, best[catExploring], ties[catExploring], rng), false
 }
 
 // nthTie returns a uniformly random one of the ties entries of category cat
@@ -343,7 +402,7 @@ func (p *prequal) nthTie(cat int, thr int32, key int64, ties int, rng *rand.Rand
 	}
 	for i := range p.pool {
 		e := &p.pool[i]
-		if category(e, thr) == cat && rankKey(e, cat) == key {
+		if p.category(e, thr) == cat && rankKey(e, cat) == key {
 			if n == 0 {
 				return i
 			}
@@ -369,7 +428,7 @@ func (p *prequal) removePerQuery(thr int32) {
 	p.removeAcc += p.cfg.RemovePerQuery
 	for p.removeAcc >= 1 {
 		p.removeAcc--
-		if len(p.pool) <= p.cfg.MinProbes {
+		if len(p.pool) <= p.removeFloor() {
 			continue
 		}
 		if p.removeWorst {
@@ -379,6 +438,16 @@ func (p *prequal) removePerQuery(thr int32) {
 		}
 		p.removeWorst = !p.removeWorst
 	}
+}
+
+// removeFloor is the pool size below which per-query removal stops: half the
+// pool, and never below MinProbes. With one entry per replica, answers from
+// replicas already in the pool only replace entries, so on fleets near or
+// below m in size the pool refills slower than r_remove plus the reuse
+// budget drain it; removing down to MinProbes put 1-11% of picks into the
+// random fallback in the fleet simulation (n = 8-24), half the pool ~0.
+func (p *prequal) removeFloor() int {
+	return max(p.cfg.MinProbes, p.cfg.PoolSize/2)
 }
 
 // worst is the hot probe with the highest RIF if any probe is hot, else the
@@ -426,7 +495,9 @@ func (p *prequal) oweProbes(now time.Time) {
 }
 
 func (p *prequal) Done(_ time.Time, pk Picked, _ time.Duration, status int) {
-	p.done(pk, status)
+	if i := p.done(pk, status); i >= 0 && pk.explore {
+		p.replicas[i].exploring = false
+	}
 }
 
 // ProbesDue hands out the probes owed by queries, in groups of distinct
@@ -466,10 +537,18 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		return
 	}
 	p.countOutcome(ProbeOK)
+	clk := p.clock(now)
+	rs := &p.replicas[ep]
+	if rs.answered && clk < rs.lastAnswer {
+		// Received before the answer already taken in (the caller
+		// delivered it late): it must not replace newer information.
+		p.stale++
+		return
+	}
+	rs.lastAnswer, rs.answered = clk, true
 	rif := min(max(r.RIF, 0), math.MaxInt32/2)
 	known := r.LatencyKnown && r.Latency >= 0
 	p.recordRIF(rif)
-	clk := p.clock(now)
 	p.expire(clk)
 	for i := range p.pool {
 		if int(p.pool[i].ep) == ep {
@@ -481,7 +560,7 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		p.removeAt(0, removeOverflow)
 	}
 	e := probeEntry{ep: int32(ep), received: clk, rif: int32(rif), known: known}
-	m := &p.memory[ep]
+	m := &p.replicas[ep].memory
 	switch {
 	case known:
 		e.latency = r.Latency
@@ -518,7 +597,16 @@ func (p *prequal) Reset(time.Time) {
 	p.probeAcc, p.pending, p.removeAcc = 0, 0, 0
 	p.haveProbed, p.removeWorst = false, false
 	p.lastProbe = time.Time{}
-	clear(p.memory)
+	for i := range p.replicas {
+		// exploring stays: it tracks a request in flight, whose Done is to come.
+		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring}
+	}
+	p.stale = 0
 }
 
-func (p *prequal) Stats() Stats { return p.stats(len(p.pool)) }
+func (p *prequal) Stats() Stats {
+	s := p.stats(len(p.pool))
+	s.ReuseBudget = p.bReuse
+	s.StaleAnswers = p.stale
+	return s
+}

@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,10 +25,11 @@ func TestReuseBudget_Eq1(t *testing.T) {
 		want                 float64
 	}{
 		{"paper testbed", 16, 100, 3, 1, 1, 16, 2 / 1.52},
-		{"n equals m: refreshes count as refills, (1+δ)/(r_probe−r_remove)", 16, 16, 3, 1, 1, 16, 1},
-		{"n below m: refreshes count as refills", 16, 4, 2, 1, 2, 7, 3},
-		{"denominator exactly 0: the pole, capped", 16, 24, 3, 1, 1, 16, 16},
-		{"removal keeps pace with probes: the pool never refills", 16, 100, 1, 1, 1, 16, 16},
+		{"n equals m: negative denominator, literally max{1, negative}", 16, 16, 3, 1, 1, 16, 1},
+		{"n below m: negative denominator", 16, 4, 2, 1, 2, 7, 1},
+		{"denominator exactly 0: the pole gives 1, not the cap", 16, 24, 3, 1, 1, 16, 1},
+		{"just past the pole: capped", 16, 25, 3, 1, 1, 2, 2},
+		{"removal keeps pace with probes: the pool never refills", 16, 100, 1, 1, 1, 16, 1},
 		{"floor of 1", 16, 1_000_000, 3, 1, 0, 16, 1},
 		{"capped", 16, 100, 1.2, 1, 1, 5, 5},
 		{"no endpoints", 16, 0, 3, 1, 1, 16, 1},
@@ -48,23 +50,26 @@ func TestReuseBudget_Eq1(t *testing.T) {
 // TestPrequal_ReuseBudgetRandomRounding checks that with the testbed values
 // (b_reuse ≈ 1.32) a probe serves 1 or 2 queries, 1.32 on average.
 func TestPrequal_ReuseBudgetRandomRounding(t *testing.T) {
-	// MinProbes 1 lets a lone probe be used; per-query removal never takes
-	// the pool below MinProbes, so only the budget removes it.
-	p := newPrequalT(t, 100, func(c *PrequalConfig) { c.MinProbes = 1 })
+	// A fast probe and two slow ones under latency-only control: every pick
+	// uses the fast probe until its budget removes it (per-query removal
+	// stops at half the pool, so it removes none of the three).
+	p := newPrequalT(t, 100, func(c *PrequalConfig) { c.MinProbes, c.QRIF, c.MaxReuse = 1, 1, 16 })
 	rng := newRNG()
 	uses := 0
 	const trials = 3000
 	for trial := range trials {
 		p.Reset(t0)
-		// One probe only, so every pick uses it until its budget is spent.
-		p.ProbeResult(t0, p.eps[trial%100].addr, known(0, time.Millisecond))
-		for n := 0; len(p.pool) > 0; n++ {
+		fast := p.eps[trial%98].addr
+		p.ProbeResult(t0, fast, known(0, time.Millisecond))
+		p.ProbeResult(t0, p.eps[98].addr, known(0, time.Second))
+		p.ProbeResult(t0, p.eps[99].addr, known(0, time.Second))
+		for n := 0; len(p.pool) == 3; n++ {
 			if n == 100 {
 				t.Fatal("a probe served 100 queries: no reuse budget")
 			}
 			pk := mustPick(t, p, t0, rng)
-			if pk.Fallback {
-				t.Fatal("fallback with a usable probe in the pool")
+			if pk.Fallback || pk.Endpoint != fast {
+				t.Fatalf("pick %+v, want the fast probe %s", pk, fast)
 			}
 			uses++
 		}
@@ -97,19 +102,57 @@ func TestPrequal_ReuseBudgetDenominatorNegative(t *testing.T) {
 	}
 }
 
-// TestPrequal_ReuseBudgetAtThePole: where Eq. 1's denominator is exactly 0
-// the budget is MaxReuse.
-func TestPrequal_ReuseBudgetAtThePole(t *testing.T) {
-	p := newPrequalT(t, 24, func(c *PrequalConfig) { c.RemovePerQuery = 1; c.MaxReuse = 5; c.QRIF = 1; c.MinProbes = 1 })
-	if p.bReuse != 5 {
-		t.Fatalf("b_reuse for m=16, n=24, r_probe=3, r_remove=1 = %v, want MaxReuse 5", p.bReuse)
+// TestPrequal_ReuseBudgetNoStepAtThePole: the budget in force (in Stats)
+// never exceeds MaxReuse at any fleet size and is 1 up to the pole; the
+// seed's code jumped from 1 to 16 at n = 24.
+func TestPrequal_ReuseBudgetNoStepAtThePole(t *testing.T) {
+	p := newPrequalT(t, 1, nil)
+	prev := 0.0
+	for n := 1; n <= 200; n++ {
+		p.SetEndpoints(t0, addrs(n))
+		b := p.Stats().ReuseBudget
+		if b < 1 || b > float64(p.cfg.MaxReuse) {
+			t.Fatalf("n = %d: reuse budget %v outside [1, MaxReuse=%d]", n, b, p.cfg.MaxReuse)
+		}
+		if n <= 24 && b != 1 {
+			t.Errorf("n = %d: reuse budget %v, want 1 where Eq. 1's denominator is <= 0", n, b)
+		}
+		if n > 1 && b-prev > 1 {
+			t.Errorf("n = %d: budget steps from %v to %v", n, prev, b)
+		}
+		prev = b
+	}
+	if got := newPolicy(t, NameRoundRobin, 3, nil).Stats().ReuseBudget; got != 0 {
+		t.Errorf("round-robin reports a reuse budget %v", got)
 	}
 }
 
-// TestPrequal_RemovalAlternatesOldestAndWorst: at Eq. 1's pole (m=16,
-// n=24) the budget is MaxReuse, so only per-query removal shrinks the pool.
+// TestPrequalConfig_ReuseWarning: the warning appears exactly where
+// (1 − m/n)·r_probe <= r_remove and names the quantities.
+func TestPrequalConfig_ReuseWarning(t *testing.T) {
+	c := DefaultConfig().Prequal
+	for _, tt := range []struct {
+		n    int
+		warn bool
+	}{{8, true}, {16, true}, {24, true}, {25, false}, {100, false}, {0, false}} {
+		w := c.ReuseWarning(tt.n)
+		if (w != "") != tt.warn {
+			t.Errorf("n = %d: warning %q, want warning=%v", tt.n, w, tt.warn)
+		}
+		if tt.warn && !strings.Contains(w, "r_remove") {
+			t.Errorf("n = %d: warning %q does not name r_remove", tt.n, w)
+		}
+	}
+	c.RemovePerQuery = c.ProbesPerQuery
+	if c.ReuseWarning(1000) == "" {
+		t.Error("r_probe = r_remove: no warning at n = 1000")
+	}
+}
+
+// TestPrequal_RemovalAlternatesOldestAndWorst: per-query removal alternates
+// the oldest and the worst.
 func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
-	p := newPrequalT(t, 24, func(c *PrequalConfig) { c.QRIF = 1 })
+	p := newPrequalT(t, 25, func(c *PrequalConfig) { c.QRIF = 1; c.MaxReuse = 16 })
 	rng := newRNG()
 	p.recordRIF(50) // threshold 50: no probe turns hot through use here
 	// Endpoint i answers at t0+i ms with latency 1+i ms, so the oldest is
@@ -121,21 +164,24 @@ func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
 	for range 4 {
 		mustPick(t, p, now, rng)
 	}
+	// Each pick uses the fastest probe, which leaves (the pool is more than
+	// half full), then removes the oldest, the worst, the oldest, the worst.
 	s := p.Stats()
-	if s.PoolRemovals["oldest"] != 2 || s.PoolRemovals["worst"] != 2 {
-		t.Fatalf("removals = %v, want 2 oldest and 2 worst", s.PoolRemovals)
+	if s.PoolRemovals["oldest"] != 2 || s.PoolRemovals["worst"] != 2 || s.PoolRemovals["reuse"] != 4 {
+		t.Fatalf("removals = %v, want 4 reuse, 2 oldest and 2 worst", s.PoolRemovals)
 	}
 	in := map[int]bool{}
 	for _, e := range p.pool {
 		in[int(e.ep)] = true
 	}
-	for _, gone := range []int{0, 1, 14, 15} {
+	// Used: 0, 2, 3, 5; oldest: 1, 4; worst: 15, 14.
+	for _, gone := range []int{0, 1, 2, 3, 4, 5, 14, 15} {
 		if in[gone] {
-			t.Errorf("endpoint %d still in the pool; want the two oldest and two slowest removed", gone)
+			t.Errorf("endpoint %d still in the pool", gone)
 		}
 	}
-	if len(p.pool) != 12 {
-		t.Errorf("pool size = %d, want 12", len(p.pool))
+	if len(p.pool) != 8 {
+		t.Errorf("pool size = %d, want 8", len(p.pool))
 	}
 }
 
@@ -159,7 +205,7 @@ func TestPrequal_WorstRanking(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPrequalT(t, 4, nil)
 			for range 40 {
-				p.recordRIF(3) // threshold 3: RIF 10 and 12 are hot
+				p.recordRIF(5) // threshold 5, the window's maximum: RIF 10 and 12 are hot
 			}
 			fill(p, t0, tt.replies)
 			if w := p.worst(p.hotThreshold()); int(p.pool[w].ep) != tt.want {
@@ -170,9 +216,10 @@ func TestPrequal_WorstRanking(t *testing.T) {
 }
 
 func TestPrequal_FractionalRemovalRate(t *testing.T) {
-	p := newPrequalT(t, 16, func(c *PrequalConfig) { c.RemovePerQuery = 0.25; c.QRIF = 1 })
+	// A pool of 32 stays above its half through 8 picks.
+	p := newPrequalT(t, 100, func(c *PrequalConfig) { c.RemovePerQuery = 0.25; c.QRIF = 1; c.PoolSize = 32 })
 	rng := newRNG()
-	for i := range 16 {
+	for i := range 32 {
 		p.ProbeResult(at(i), p.eps[i].addr, known(0, time.Duration(1+i)*time.Millisecond))
 	}
 	for range 8 {
@@ -266,11 +313,13 @@ func TestPrequal_AllHotReachable(t *testing.T) {
 // TestPrequal_Compensation: each use adds 1 to the probe's RIF, so a probe
 // that turns hot through use stops winning.
 func TestPrequal_Compensation(t *testing.T) {
-	// m = n = 2 with no removal puts Eq. 1 at its pole: the budget is
-	// MaxReuse, so only compensation can stop A's reuse.
-	p := newPrequalT(t, 2, func(c *PrequalConfig) { c.PoolSize = 2; c.RemovePerQuery = 0; c.QRIF = 0.5 })
+	// m = 2, n = 3, no removal and δ = 15: b_reuse = 16/((1−2/3)·3) = 16,
+	// so only compensation can stop A's reuse.
+	p := newPrequalT(t, 3, func(c *PrequalConfig) {
+		c.PoolSize, c.RemovePerQuery, c.QRIF, c.Delta, c.MaxReuse = 2, 0, 0.5, 15, 16
+	})
 	rng := newRNG()
-	for _, r := range []int{1, 1, 1, 1} { // with A and B: [0 0 1 1 1 1], median 1
+	for _, r := range []int{1, 1, 1, 1, 5} { // with A and B: [0 0 1 1 1 1 5], median 1
 		p.recordRIF(r)
 	}
 	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond)})
@@ -604,9 +653,11 @@ func TestPrequal_LatencyMemory(t *testing.T) {
 	// Past the memory, the unknown replica is explored again (it is idler).
 	later := t0.Add(p.cfg.LatencyMemory + time.Second)
 	fill(p, later, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
-	if pk := mustPick(t, p, later, newRNG()); p.byAddr[pk.Endpoint] != 1 {
+	pk := mustPick(t, p, later, newRNG())
+	if p.byAddr[pk.Endpoint] != 1 {
 		t.Fatalf("picked %s: an expired memory still hid the replica", pk.Endpoint)
 	}
+	p.Done(later, pk, 0, 200) // end the exploration
 
 	// Reset forgets the memory too.
 	p.Reset(later)
@@ -615,5 +666,110 @@ func TestPrequal_LatencyMemory(t *testing.T) {
 	fill(p, later, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
 	if pk := mustPick(t, p, later, newRNG()); p.byAddr[pk.Endpoint] != 1 {
 		t.Fatalf("picked %s: Reset kept the latency memory", pk.Endpoint)
+	}
+}
+
+// TestPrequal_QRIFEndpoints: at Q_RIF = 1 the threshold is infinite and
+// every probe is cold, even the busiest; at Q_RIF = 0.999 (nearest rank: the
+// window maximum) replicas tied at the maximum are hot.
+func TestPrequal_QRIFEndpoints(t *testing.T) {
+	ms := time.Millisecond
+	window := func(p *prequal) {
+		for i := range 64 {
+			p.recordRIF(i % 8) // maximum 7
+		}
+	}
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1 })
+	window(p)
+	fill(p, t0, map[int]ProbeReply{0: known(7, ms), 1: known(0, 9*ms), 2: known(50, 2*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[0].addr {
+		t.Errorf("Q_RIF 1: pick %+v, want the fastest (endpoint 0), cold", pk)
+	}
+
+	p = newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 0.999 })
+	window(p)
+	fill(p, t0, map[int]ProbeReply{0: known(7, ms), 1: known(7, 2*ms), 2: known(6, 9*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[2].addr {
+		t.Errorf("Q_RIF 0.999: pick %+v, want endpoint 2: the two tied at the maximum RIF are hot", pk)
+	}
+	// All tied at the maximum: all hot.
+	p = newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 0.999 })
+	window(p)
+	fill(p, t0, map[int]ProbeReply{0: known(7, ms), 1: known(7, 2*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); !pk.Hot {
+		t.Errorf("Q_RIF 0.999, all tied at the maximum: pick %+v, want a hot pick", pk)
+	}
+	// A window of one value has nothing to split: all cold, latency decides.
+	p = newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 0.999 })
+	for range 64 {
+		p.recordRIF(0)
+	}
+	fill(p, t0, map[int]ProbeReply{0: known(0, 9*ms), 1: known(0, 2*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[1].addr {
+		t.Errorf("uniform window: pick %+v, want the fastest (endpoint 1), cold", pk)
+	}
+}
+
+// TestPrequal_StaleAnswerNeverReplacesNewer: an answer received before the
+// replica's last one taken in (delivered late by the caller) is dropped and
+// counted, whether or not the newer entry is still in the pool.
+func TestPrequal_StaleAnswerNeverReplacesNewer(t *testing.T) {
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1 })
+	p.ProbeResult(at(10), p.eps[0].addr, known(0, time.Millisecond))
+	p.ProbeResult(at(5), p.eps[0].addr, known(9, time.Second))
+	if len(p.pool) != 1 || p.pool[0].rif != 0 || p.pool[0].latency != time.Millisecond {
+		t.Fatalf("pool = %+v, want the answer received at 10 ms", p.pool)
+	}
+	if got := p.Stats().StaleAnswers; got != 1 {
+		t.Errorf("stale answers = %d, want 1", got)
+	}
+	// Equal receipt times are not stale: the later call wins.
+	p.ProbeResult(at(10), p.eps[0].addr, known(2, 3*time.Millisecond))
+	if p.pool[0].rif != 2 {
+		t.Errorf("an answer received at the same time was dropped: %+v", p.pool[0])
+	}
+	// The entry used up and gone, an older answer still does not come back.
+	p.pool = p.pool[:0]
+	p.ProbeResult(at(7), p.eps[0].addr, known(0, time.Millisecond))
+	if len(p.pool) != 0 {
+		t.Errorf("an answer older than the last one taken in re-entered the pool: %+v", p.pool)
+	}
+	p.Reset(at(20))
+	p.ProbeResult(at(7), p.eps[0].addr, known(0, time.Millisecond))
+	if len(p.pool) != 1 {
+		t.Errorf("Reset kept the receipt order: pool %+v", p.pool)
+	}
+}
+
+// TestPrequal_OneExplorationPerUnknownReplica: a replica whose latency is
+// unknown gets one request; until it finishes, its probe is a last resort.
+func TestPrequal_OneExplorationPerUnknownReplica(t *testing.T) {
+	ms := time.Millisecond
+	unknown := ProbeReply{RIF: 0}
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0; c.MaxReuse = 16; c.Delta = 100 })
+	rng := newRNG()
+	fill(p, t0, map[int]ProbeReply{0: known(3, 5*ms), 1: unknown})
+	first := mustPick(t, p, t0, rng)
+	if first.Endpoint != p.eps[1].addr {
+		t.Fatalf("first pick %s, want the unknown replica (idler than the known one)", first.Endpoint)
+	}
+	// A fresh answer still reports unknown at RIF 0 (the backend has not
+	// finished the request yet): it must not win again.
+	fill(p, at(1), map[int]ProbeReply{1: unknown})
+	if pk := mustPick(t, p, at(1), rng); pk.Endpoint != p.eps[0].addr {
+		t.Fatalf("second pick %s while the exploration is in flight, want the known replica", pk.Endpoint)
+	}
+	p.Done(at(2), first, ms, 200)
+	fill(p, at(2), map[int]ProbeReply{1: unknown})
+	if pk := mustPick(t, p, at(2), rng); pk.Endpoint != p.eps[1].addr {
+		t.Errorf("after the exploration finished, pick %s, want the unknown replica again", pk.Endpoint)
+	}
+	// With nothing else in the pool, an explored replica is still usable.
+	q := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.MinProbes = 1 })
+	fill(q, t0, map[int]ProbeReply{1: unknown})
+	mustPick(t, q, t0, rng)
+	fill(q, at(1), map[int]ProbeReply{1: unknown})
+	if pk := mustPick(t, q, at(1), rng); pk.Fallback || pk.Endpoint != q.eps[1].addr {
+		t.Errorf("last-resort pick %+v, want the explored replica", pk)
 	}
 }

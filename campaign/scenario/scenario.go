@@ -23,6 +23,9 @@ type Scenario struct {
 	Load        Load     `json:"load"`
 	Protocol    Protocol `json:"protocol"`
 	Ingress     Ingress  `json:"ingress"`
+	// Simulation tunes --env sim (see Simulation); real environments
+	// reject it.
+	Simulation *Simulation `json:"simulation,omitempty"`
 }
 
 // Workload is what the ingress routes to.

@@ -117,6 +117,9 @@ func (s *Scenario) applyDefaults() {
 	if s.Ingress.Replicas == 0 {
 		s.Ingress.Replicas = 1
 	}
+	if s.Simulation != nil {
+		s.Simulation.applyDefaults()
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
@@ -132,6 +135,7 @@ func (s *Scenario) Validate() Errors {
 	v.load(&s.Load)
 	v.protocol(&s.Protocol)
 	v.ingress(&s.Ingress)
+	v.simulation(s.Simulation)
 	return v.errs
 }
 

@@ -1,0 +1,42 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSimulation_DefaultsOnlyWhenPresent(t *testing.T) {
+	s, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Simulation != nil || s.RealEnvError("local") != nil {
+		t.Fatalf("a scenario without the block got %+v", s.Simulation)
+	}
+	s, err = Parse([]byte(minimal + "simulation:\n  networkDelay: 1ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Simulation{NetworkDelay: "1ms", NetworkJitter: "100µs", CPURoundTime: "250ns"}
+	if *s.Simulation != want {
+		t.Errorf("simulation = %+v, want %+v", *s.Simulation, want)
+	}
+	err = s.RealEnvError("local")
+	if err == nil || !strings.Contains(err.Error(), "--env sim") || !strings.Contains(err.Error(), "--env local") {
+		t.Errorf("RealEnvError = %v, want a pointer to --env sim", err)
+	}
+}
+
+func TestSimulation_BadValuesNameTheField(t *testing.T) {
+	for field, yaml := range map[string]string{
+		"simulation.networkDelay":  "simulation:\n  networkDelay: soon\n",
+		"simulation.networkJitter": "simulation:\n  networkJitter: -1ms\n",
+		"simulation.cpuRoundTime":  "simulation:\n  cpuRoundTime: 0s\n",
+		"simulation.bogus":         "simulation:\n  bogus: 1\n",
+	} {
+		_, err := Parse([]byte(minimal + yaml))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: error %v, want one naming %s", yaml, err, field)
+		}
+	}
+}

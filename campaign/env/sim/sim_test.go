@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+)
+
+const tiny = `
+name: tiny-sim
+workload:
+  routes:
+    - name: work
+      host: bench.local
+      backends:
+        - name: fast
+          replicas: 4
+          serviceTime: 20ms
+          distribution: normal
+          concurrency: 2
+        - name: slow
+          replicas: 4
+          serviceTime: 20ms
+          distribution: normal
+          slow: 2
+          concurrency: 2
+load:
+  open:
+    - kind: constant
+      duration: 3s
+      rate: 400
+ingress:
+  replicas: 3
+simulation:
+  networkDelay: 200us
+`
+
+func newEnv(t *testing.T, yaml string) *Env {
+	t.Helper()
+	s, err := scenario.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(s, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func loadConfig(e *Env, seed uint64) load.Config {
+	cfg := load.Config{Timeout: 10 * time.Second, Seed: seed}
+	for _, t := range e.LoadTargets() {
+		cfg.Targets = append(cfg.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
+	}
+	for _, p := range e.s.Load.Open {
+		cfg.Open = append(cfg.Open, load.Phase{Kind: p.Kind, Duration: p.Duration.Std(), Rate: p.Rate})
+	}
+	return cfg
+}
+
+// protocol runs the runner's sequence for one run and returns the result
+// and both snapshots, JSON-encoded.
+func protocol(t *testing.T, e *Env, alg string, seed uint64) (*load.Result, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.SetAlgorithm(ctx, alg); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Reset(ctx, scenario.ResetAdmin)
+	if err != nil || !v.Verified {
+		t.Fatalf("reset: %v %+v", err, v)
+	}
+	before, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.RunLoad(ctx, loadConfig(e, seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal([]any{before, after, res.Summary(), res.Series})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, b
+}
+
+func TestEnv_RunLikeTheRunner(t *testing.T) {
+	e := newEnv(t, tiny)
+	if got := len(e.Backends()); got != 8 {
+		t.Fatalf("%d backends, want 8", got)
+	}
+	if got := len(e.LoadTargets()); got != 3 {
+		t.Fatalf("%d targets, want one per ingress replica", got)
+	}
+	if f := e.Facts(); f.Name != "sim" || f.IngressReplicas != 3 || !strings.Contains(f.Topology, "200µs") {
+		t.Errorf("facts = %+v", f)
+	}
+	res, _ := protocol(t, e, "prequal", 1)
+	if res.Sent != 1200 || res.Completed != 1200 || res.Errors != 0 {
+		t.Errorf("sent %d completed %d errors %d, want 1200, 1200, 0", res.Sent, res.Completed, res.Errors)
+	}
+	if len(res.Series) != 3 {
+		t.Errorf("%d series rows, want 3", len(res.Series))
+	}
+	s := res.Summary()
+	if !(s.P50 > 20 && s.P50 < 60) {
+		t.Errorf("p50 = %v ms, want between the fast and the slow service time", s.P50)
+	}
+	st, err := e.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var picks, requests uint64
+	for _, in := range st {
+		r := in.Routes[0]
+		if r.Algorithm != "prequal" || r.Host != "bench.local" {
+			t.Errorf("route state %+v", r)
+		}
+		picks += r.Policy.Picks
+		requests += r.Requests
+		if r.Policy.ProbeOutcomes["ok"] == 0 {
+			t.Errorf("no probe answers: %+v", r.Policy.ProbeOutcomes)
+		}
+	}
+	if picks != 1200 || requests != 1200 {
+		t.Errorf("picks %d, requests %d over the replicas, want 1200", picks, requests)
+	}
+}
+
+// TestEnv_SameSeedSameBytes: the run's artifacts depend on the seeds only.
+func TestEnv_SameSeedSameBytes(t *testing.T) {
+	_, a := protocol(t, newEnv(t, tiny), "prequal", 3)
+	_, b := protocol(t, newEnv(t, tiny), "prequal", 3)
+	_, c := protocol(t, newEnv(t, tiny), "prequal", 4)
+	if string(a) != string(b) {
+		t.Error("same seeds, different bytes")
+	}
+	if string(a) == string(c) {
+		t.Error("different load seeds, same bytes")
+	}
+}
+
+// TestEnv_EveryAlgorithmRuns: every policy the ingress offers runs here,
+// and on this fleet the capacity-blind ones do worse than prequal.
+func TestEnv_EveryAlgorithmRuns(t *testing.T) {
+	e := newEnv(t, tiny)
+	p99 := map[string]float64{}
+	for _, alg := range []string{"prequal", "round-robin", "least-request", "p2c", "random", "peak-ewma"} {
+		res, _ := protocol(t, e, alg, 1)
+		if res.Completed != res.Sent {
+			t.Errorf("%s: %d of %d completed", alg, res.Completed, res.Sent)
+		}
+		p99[alg] = res.Summary().P99
+	}
+	t.Logf("p99 ms: %v", p99)
+	if p99["round-robin"] <= p99["prequal"] {
+		t.Errorf("round-robin p99 %v <= prequal %v on a fleet where half the replicas are half as fast", p99["round-robin"], p99["prequal"])
+	}
+}
+
+func TestEnv_RejectsForeignTargets(t *testing.T) {
+	e := newEnv(t, tiny)
+	if err := e.SetAlgorithm(context.Background(), "prequal"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(e, 1)
+	cfg.Targets[0].URL = "http://127.0.0.1:1/work"
+	if _, err := e.RunLoad(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "targets[0]") {
+		t.Errorf("err = %v, want one naming targets[0]", err)
+	}
+	if err := e.SetAlgorithm(context.Background(), "fastest"); err == nil {
+		t.Error("unknown algorithm accepted")
+	}
+}
+
+func TestConfig_MapsTheScenario(t *testing.T) {
+	s, err := scenario.Parse([]byte(strings.Replace(tiny, "ingress:\n  replicas: 3\n", `ingress:
+  replicas: 3
+  probeTimeout: 50ms
+  probeWorkers: 4
+  policy:
+    probesPerQuery: 2
+    poolSize: 32
+`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, ignored, err := Config(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ProbeTimeout != 50*time.Millisecond || cfg.Policy.Prequal.ProbesPerQuery != 2 || cfg.Policy.Prequal.PoolSize != 32 || cfg.Policy.Prequal.RIFWindow <= 32 {
+		t.Errorf("config %+v", cfg)
+	}
+	if cfg.Network.Delay != 200*time.Microsecond || cfg.Network.Jitter != 100*time.Microsecond {
+		t.Errorf("network %+v", cfg.Network)
+	}
+	if !reflect.DeepEqual(ignored, []string{"ingress.probeWorkers"}) {
+		t.Errorf("ignored = %v", ignored)
+	}
+	g := cfg.Routes[0].Groups[1]
+	if g.Slow != 2 || g.Concurrency != 2 || g.QueueLimit != 1024 || g.Distribution != "normal" {
+		t.Errorf("group %+v", g)
+	}
+}

@@ -49,6 +49,16 @@ pub struct Config {
     pub work_fault: WorkFault,
     pub latency_window: Duration,
     pub seed: u64,
+    /// From a request's first byte to its last (else 408 and close).
+    pub request_timeout: Duration,
+    /// An idle keep-alive connection (or a hang) is closed after this.
+    pub idle_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// After SIGTERM, keep accepting and serving this long.
+    pub shutdown_grace: Duration,
+    /// Then wait this long at most for open connections to finish.
+    pub drain_timeout: Duration,
 }
 
 impl Default for Config {
@@ -70,6 +80,11 @@ impl Default for Config {
             work_fault: WorkFault::None,
             latency_window: Duration::from_secs(1),
             seed: 0,
+            request_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(3),
+            drain_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -134,6 +149,26 @@ pub const FLAGS: &[(&str, &str)] = &[
         "DUR  age after which latency samples stop counting (default 1s)",
     ),
     ("seed", "N  random seed (default from the clock)"),
+    (
+        "request-timeout",
+        "DUR  a request must arrive in full this soon after its first byte, else 408 (default 30s)",
+    ),
+    (
+        "idle-timeout",
+        "DUR  close a keep-alive connection idle this long; also ends a hang (default 120s)",
+    ),
+    (
+        "max-connections",
+        "N  connections served at once; more wait in the listen backlog (default 1024)",
+    ),
+    (
+        "shutdown-grace",
+        "DUR  after SIGTERM keep accepting and serving this long (default 3s)",
+    ),
+    (
+        "drain-timeout",
+        "DUR  then wait at most this long for open connections (default 30s)",
+    ),
 ];
 
 pub fn usage() -> String {
@@ -265,6 +300,14 @@ fn int<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
     v.trim().parse().map_err(|_| format!("{v:?} is not {what}"))
 }
 
+fn positive(v: &str) -> Result<Duration, String> {
+    let d = parse_duration(v)?;
+    if d.is_zero() {
+        return Err("must be positive".into());
+    }
+    Ok(d)
+}
+
 fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
     match flag {
         "listen" => {
@@ -337,6 +380,16 @@ fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
             cfg.latency_window = d;
         }
         "seed" => cfg.seed = int(v, "a non-negative integer")?,
+        "request-timeout" => cfg.request_timeout = positive(v)?,
+        "idle-timeout" => cfg.idle_timeout = positive(v)?,
+        "max-connections" => {
+            cfg.max_connections = int(v, "a positive integer")?;
+            if cfg.max_connections == 0 {
+                return Err("0 is not a positive integer".into());
+            }
+        }
+        "shutdown-grace" => cfg.shutdown_grace = parse_duration(v)?,
+        "drain-timeout" => cfg.drain_timeout = parse_duration(v)?,
         _ => unreachable!("flag {flag} is in FLAGS but not handled"),
     }
     Ok(())
@@ -410,6 +463,16 @@ mod tests {
                 "250ms",
                 "--seed",
                 "99",
+                "--request-timeout",
+                "2s",
+                "--idle-timeout",
+                "300ms",
+                "--max-connections",
+                "7",
+                "--shutdown-grace",
+                "0",
+                "--drain-timeout",
+                "1m",
             ],
             &[],
         )
@@ -431,6 +494,11 @@ mod tests {
         assert_eq!(c.work_fault, WorkFault::Hang);
         assert_eq!(c.latency_window, Duration::from_millis(250));
         assert_eq!(c.seed, 99);
+        assert_eq!(c.request_timeout, Duration::from_secs(2));
+        assert_eq!(c.idle_timeout, Duration::from_millis(300));
+        assert_eq!(c.max_connections, 7);
+        assert_eq!(c.shutdown_grace, Duration::ZERO);
+        assert_eq!(c.drain_timeout, Duration::from_secs(60));
         for (v, want) in [
             ("none", ProbeFault::None),
             ("timeout", ProbeFault::Timeout),
@@ -474,6 +542,12 @@ mod tests {
             ("work-fault", "slow", "none, fail_fast, hang"),
             ("latency-window", "0", "positive"),
             ("seed", "abc", "non-negative integer"),
+            ("request-timeout", "0", "positive"),
+            ("idle-timeout", "10", "unit"),
+            ("max-connections", "0", "positive integer"),
+            ("max-connections", "-3", "positive integer"),
+            ("shutdown-grace", "3", "unit"),
+            ("drain-timeout", "x", "want e.g. 20ms"),
         ];
         let mut seen: Vec<&str> = Vec::new();
         for (flag, value, want) in cases {

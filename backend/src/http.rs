@@ -3,14 +3,24 @@
 //! response writing, over any Read + Write stream.
 
 use std::io::{self, ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Cap on the request line plus headers.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
-/// Cap on a request body (the only body we expect is {"iterations": n}).
+/// Cap on a request body (the only body we expect is {"iterations": n}),
+/// after chunked decoding: the sum of all chunk sizes.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// A request that has started must arrive within this time.
-const PARTIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Cap on bytes buffered ahead of the request being handled (pipelining):
+/// one whole request at most.
+const MAX_BUFFERED_BYTES: usize = MAX_HEADER_BYTES + MAX_BODY_BYTES;
+/// Cap on the trailer section of a chunked body (all trailer lines).
+pub const MAX_TRAILER_BYTES: usize = MAX_HEADER_BYTES;
+/// Default time from a request's first byte to its last.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest chunk size accepted as a number (what an i64 offset holds, as in
+/// nginx and Go); above it the chunk line is malformed (400), not too large.
+const MAX_CHUNK_SIZE_VALUE: u64 = i64::MAX as u64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -51,7 +61,10 @@ pub enum ParseError {
     HeadersTooLarge,
     /// Body too large: answer 413 and close.
     BodyTooLarge,
-    /// I/O failure or a timeout in the middle of a request: just close.
+    /// The request did not arrive in full within the request timeout:
+    /// answer 408 and close.
+    Timeout,
+    /// I/O failure in the middle of a request: just close.
     Io,
 }
 
@@ -62,6 +75,7 @@ impl ParseError {
             ParseError::Bad(m) => Some((400, format!("bad request: {m}\n"))),
             ParseError::HeadersTooLarge => Some((431, "request headers too large\n".into())),
             ParseError::BodyTooLarge => Some((413, "request body too large\n".into())),
+            ParseError::Timeout => Some((408, "request not received in time\n".into())),
             ParseError::Closed | ParseError::Io => None,
         }
     }
@@ -75,6 +89,8 @@ fn bad<T>(msg: impl Into<String>) -> Result<T, ParseError> {
 pub struct Conn<S> {
     stream: S,
     buf: Vec<u8>,
+    /// From a request's first byte until it has been read in full.
+    request_timeout: Duration,
 }
 
 impl<S: Read + Write> Conn<S> {
@@ -82,21 +98,24 @@ impl<S: Read + Write> Conn<S> {
         Conn {
             stream,
             buf: Vec::with_capacity(4096),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
+    }
+
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Conn<S> {
+        self.request_timeout = timeout;
+        self
     }
 
     pub fn stream(&mut self) -> &mut S {
         &mut self.stream
     }
 
-    /// Whether bytes of a next (pipelined) request are already buffered.
-    pub fn has_buffered(&self) -> bool {
-        !self.buf.is_empty()
-    }
-
     /// Reads more bytes. Read timeouts on the stream surface as WouldBlock or
-    /// TimedOut; `idle_stop` is asked then whether to give up (shutdown), but
-    /// only between requests: a started request gets PARTIAL_REQUEST_TIMEOUT.
+    /// TimedOut; `idle_stop` is asked then whether to give up (shutdown, idle
+    /// timeout), but only between requests. A started request must be complete
+    /// within the request timeout, checked after every read, so a client that
+    /// drips one byte at a time cannot hold the connection past it.
     fn fill(
         &mut self,
         started: &mut Option<Instant>,
@@ -114,7 +133,10 @@ impl<S: Read + Write> Conn<S> {
                 }
                 Ok(n) => {
                     self.buf.extend_from_slice(&chunk[..n]);
-                    started.get_or_insert_with(Instant::now);
+                    let t = started.get_or_insert_with(Instant::now);
+                    if t.elapsed() > self.request_timeout {
+                        return Err(ParseError::Timeout);
+                    }
                     return Ok(());
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -123,8 +145,8 @@ impl<S: Read + Write> Conn<S> {
                         None if self.buf.is_empty() && idle_stop() => {
                             return Err(ParseError::Closed)
                         }
-                        Some(t) if t.elapsed() > PARTIAL_REQUEST_TIMEOUT => {
-                            return Err(ParseError::Io)
+                        Some(t) if t.elapsed() > self.request_timeout => {
+                            return Err(ParseError::Timeout)
                         }
                         _ => {}
                     }
@@ -141,17 +163,29 @@ impl<S: Read + Write> Conn<S> {
         mut idle_stop: impl FnMut() -> bool,
     ) -> Result<Request, ParseError> {
         let mut started = (!self.buf.is_empty()).then(Instant::now);
-        // Tolerate stray CRLFs between requests (RFC 9112 2.2).
+        // Where the search for the end of the headers resumes, so that a
+        // client sending one byte per read costs linear, not quadratic, time.
+        let mut scanned = 0;
         let header_end = loop {
-            while self.buf.first().is_some_and(|&b| b == b'\r' || b == b'\n') {
-                self.buf.remove(0);
+            // Tolerate stray CRLFs between requests (RFC 9112 2.2); drained
+            // at once, since removing them one by one is quadratic.
+            let stray = self
+                .buf
+                .iter()
+                .take_while(|&&b| b == b'\r' || b == b'\n')
+                .count();
+            if stray > 0 {
+                self.buf.drain(..stray);
+                scanned = 0;
             }
-            if let Some(end) = find_header_end(&self.buf) {
+            if let Some(end) = find_header_end(&self.buf, scanned) {
                 break end;
             }
             if self.buf.len() > MAX_HEADER_BYTES {
                 return Err(ParseError::HeadersTooLarge);
             }
+            // The end marker is at most 3 bytes ("\n\r\n"): re-scan only those.
+            scanned = self.buf.len().saturating_sub(3);
             self.fill(&mut started, &mut idle_stop)?;
         };
         if header_end.0 > MAX_HEADER_BYTES {
@@ -212,17 +246,27 @@ impl<S: Read + Write> Conn<S> {
         let mut body = Vec::new();
         loop {
             let line = self.read_line(started, idle_stop)?;
-            let size_str = line.split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(size_str, 16)
-                .map_err(|_| ParseError::Bad(format!("bad chunk size {size_str:?}")))?;
+            let size = chunk_size(&line)?;
             if size == 0 {
-                // Trailers, up to the empty line.
-                while !self.read_line(started, idle_stop)?.is_empty() {}
-                return Ok(body);
+                // Trailers, up to the empty line; they are read and dropped.
+                let mut trailer_bytes = 0usize;
+                loop {
+                    let line = self.read_line(started, idle_stop)?;
+                    if line.is_empty() {
+                        return Ok(body);
+                    }
+                    trailer_bytes += line.len() + 2;
+                    if trailer_bytes > MAX_TRAILER_BYTES {
+                        return Err(ParseError::HeadersTooLarge);
+                    }
+                }
             }
-            if body.len() + size > MAX_BODY_BYTES {
+            // body.len() <= MAX_BODY_BYTES always holds, so this cannot wrap;
+            // comparing in u64 keeps a huge size from being added at all.
+            if size > (MAX_BODY_BYTES - body.len()) as u64 {
                 return Err(ParseError::BodyTooLarge);
             }
+            let size = size as usize;
             while self.buf.len() < size + 2 {
                 self.fill(started, idle_stop)?;
             }
@@ -235,10 +279,69 @@ impl<S: Read + Write> Conn<S> {
     }
 }
 
+/// The size of a chunk from its line: 1*HEXDIG, then optional whitespace
+/// and `;extensions` (ignored). Parsed with checked arithmetic: a size that
+/// does not fit in 64 bits, or is above i64::MAX, is malformed (400).
+fn chunk_size(line: &str) -> Result<u64, ParseError> {
+    let digits = line.split(';').next().unwrap_or("").trim();
+    if digits.is_empty() {
+        return bad(format!("chunk line {line:?} has no size"));
+    }
+    let mut size: u64 = 0;
+    for c in digits.chars() {
+        let d = c.to_digit(16).ok_or_else(|| {
+            ParseError::Bad(format!("bad chunk size {digits:?} (want hex digits)"))
+        })?;
+        size = size
+            .checked_mul(16)
+            .and_then(|s| s.checked_add(u64::from(d)))
+            .filter(|&s| s <= MAX_CHUNK_SIZE_VALUE)
+            .ok_or_else(|| {
+                ParseError::Bad(format!(
+                    "chunk size {digits:?} out of range (at most {MAX_CHUNK_SIZE_VALUE:x})"
+                ))
+            })?;
+    }
+    Ok(size)
+}
+
+impl Conn<TcpStream> {
+    /// Whether the peer has closed its side (EOF) or the socket failed, without
+    /// blocking. Bytes that arrived meanwhile (a pipelined next request) are
+    /// kept for the next read_request, so an EOF behind them is seen too;
+    /// peeking would only ever see those bytes. With the buffer at its cap
+    /// the answer is "still there" (the caller bounds its wait otherwise).
+    pub fn peer_gone(&mut self) -> bool {
+        if self.buf.len() >= MAX_BUFFERED_BYTES {
+            return false;
+        }
+        if self.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut chunk = [0u8; 8192];
+        let gone = loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    if self.buf.len() >= MAX_BUFFERED_BYTES {
+                        break false;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => break e.kind() != ErrorKind::WouldBlock,
+            }
+        };
+        let _ = self.stream.set_nonblocking(false);
+        gone
+    }
+}
+
 /// (end of the header text, start of the body): the header block ends at the
-/// first empty line, CRLF or bare LF.
-fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
+/// first empty line, CRLF or bare LF. The search starts at `from` (bytes
+/// before it were searched already).
+fn find_header_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let mut i = from.min(buf.len());
     while let Some(off) = buf[i..].iter().position(|&b| b == b'\n') {
         let nl = i + off;
         let rest = &buf[nl + 1..];
@@ -364,6 +467,7 @@ pub fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
@@ -501,6 +605,135 @@ pub mod tests {
         )
         .unwrap();
         assert_eq!(r.body, b"{\"itera");
+    }
+
+    #[test]
+    fn chunk_sizes_use_checked_arithmetic() {
+        let chunked = |size: &str| {
+            read(&format!(
+                "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\nab\r\n0\r\n\r\n"
+            ))
+        };
+        // 2^64 - 1 used to overflow `body.len() + size` and panic the thread.
+        for size in [
+            "ffffffffffffffff",
+            "FFFFFFFFFFFFFFFF;ext=1",
+            "8000000000000000",
+            "10000000000000000",
+            "fffffffffffffffffffffffffffffffff",
+            "+2",
+            "-2",
+            "0x2",
+            "",
+            " ;x",
+        ] {
+            match chunked(size) {
+                Err(ParseError::Bad(m)) => assert!(m.contains("chunk"), "{size:?}: {m}"),
+                other => panic!("{size:?}: want Bad, got {other:?}"),
+            }
+        }
+        assert_eq!(chunked("0002").unwrap().body, b"ab");
+        assert_eq!(chunked("2 ; a=b").unwrap().body, b"ab");
+        // In range but larger than the body cap: 413, before any byte is read.
+        assert!(matches!(
+            chunked(&format!("{:x}", MAX_BODY_BYTES + 1)),
+            Err(ParseError::BodyTooLarge)
+        ));
+        assert!(matches!(
+            chunked("7fffffffffffffff"),
+            Err(ParseError::BodyTooLarge)
+        ));
+        // The cap is on the sum of the chunks.
+        let half = MAX_BODY_BYTES / 2;
+        let input = format!(
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{half:x}\r\n{}\r\n{:x}\r\n",
+            "a".repeat(half),
+            half + 1
+        );
+        assert!(matches!(read(&input), Err(ParseError::BodyTooLarge)));
+        let exact = format!(
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{half:x}\r\n{}\r\n{half:x}\r\n{}\r\n0\r\n\r\n",
+            "a".repeat(half),
+            "b".repeat(half)
+        );
+        assert_eq!(read(&exact).unwrap().body.len(), MAX_BODY_BYTES);
+    }
+
+    #[test]
+    fn trailers_are_capped() {
+        let many = format!(
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n{}\r\n",
+            "X-T: 1\r\n".repeat(MAX_TRAILER_BYTES / 8 + 1)
+        );
+        assert!(matches!(read(&many), Err(ParseError::HeadersTooLarge)));
+    }
+
+    /// A stream that returns one byte per read, sleeping `gap` before each:
+    /// a client dripping its request.
+    struct Drip {
+        input: Cursor<Vec<u8>>,
+        gap: Duration,
+    }
+
+    impl Read for Drip {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            std::thread::sleep(self.gap);
+            self.input.read(&mut buf[..1])
+        }
+    }
+
+    impl Write for Drip {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn dripping_client_is_cut_off_at_the_request_deadline() {
+        // Every read succeeds, so no read timeout ever fires: only the check
+        // after each read can stop it. 5 ms per byte against a 20 ms deadline
+        // must stop long before the 200-byte request is complete (sleep
+        // never returns early, so this does not depend on the host's speed).
+        let request = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(180));
+        let mut c = Conn::new(Drip {
+            input: Cursor::new(request.clone().into_bytes()),
+            gap: Duration::from_millis(5),
+        })
+        .with_request_timeout(Duration::from_millis(20));
+        assert!(matches!(c.read_request(|| false), Err(ParseError::Timeout)));
+        assert!(c.input_left() > 100, "read too much: {}", c.input_left());
+        assert_eq!(
+            ParseError::Timeout.response().map(|r| r.0),
+            Some(408),
+            "the client is told why"
+        );
+        // The same drip within a generous deadline is a fine request.
+        let mut c = Conn::new(Drip {
+            input: Cursor::new(request.into_bytes()),
+            gap: Duration::ZERO,
+        })
+        .with_request_timeout(Duration::from_secs(3600));
+        assert!(c.read_request(|| false).is_ok());
+    }
+
+    impl Conn<Drip> {
+        fn input_left(&self) -> usize {
+            self.stream.input.get_ref().len() - self.stream.input.position() as usize
+        }
+    }
+
+    #[test]
+    fn stray_line_breaks_between_requests_are_skipped() {
+        let input = format!(
+            "{}GET /a HTTP/1.1\r\n\r\n\r\n\nGET /b HTTP/1.1\r\n\r\n",
+            "\r\n".repeat(5000)
+        );
+        let mut c = conn(&input, 1000);
+        assert_eq!(c.read_request(|| false).unwrap().path(), "/a");
+        assert_eq!(c.read_request(|| false).unwrap().path(), "/b");
     }
 
     #[test]

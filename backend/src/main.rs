@@ -4,8 +4,13 @@
 //! misbehave on purpose (probe and work fault modes, antagonists).
 //!
 //! Standard library only: a thread per connection over std::net, with
-//! keep-alive; SIGTERM/SIGINT stop accepting, finish in-flight work, exit 0.
+//! keep-alive; SIGTERM/SIGINT keep serving for a grace period, then stop
+//! accepting, finish in-flight work and exit 0.
+//!
+//! `prequal-backend --sleep DUR` only sleeps: the pod's preStop hook, since
+//! the distroless image has no shell or sleep binary.
 
+mod accept;
 mod antagonist;
 mod config;
 mod dist;
@@ -22,19 +27,16 @@ use config::{Mode, Parsed};
 use server::App;
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
-
-/// Stack per connection thread: handlers are shallow (SHA-256 state is small).
-const CONN_STACK: usize = 256 * 1024;
-/// How long shutdown waits for in-flight requests before exiting anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--sleep") {
+        return sleep_command(&args[1..]);
+    }
     let env: HashMap<String, String> = std::env::vars().collect();
     let cfg = match config::parse(&args, &env) {
         Ok(Parsed::Run(cfg)) => *cfg,
@@ -97,51 +99,44 @@ fn run(cfg: config::Config, signals: signals::Signals) -> Result<(), String> {
             .name("signals".into())
             .spawn(move || {
                 let sig = signals.wait();
-                eprintln!("prequal-backend: signal {sig}, draining");
-                a.begin_shutdown();
-                // Wake the blocking accept.
-                let _ = TcpStream::connect_timeout(&wake_addr(addr), Duration::from_secs(1));
+                // Keep accepting while the replica is being removed from load
+                // balancers (EndpointSlice propagation, a file source reload):
+                // requests sent to it meanwhile are still answered.
+                let grace = a.cfg.shutdown_grace;
+                eprintln!("prequal-backend: signal {sig}: serving {grace:?} more, then draining");
+                thread::sleep(grace);
+                eprintln!("prequal-backend: closing the listener, draining");
+                accept::stop(&a, addr);
             })
             .map_err(|e| format!("signal thread: {e}"))?;
     }
 
-    for stream in listener.incoming() {
-        if app.shutting_down() {
-            break;
-        }
-        let stream = match stream {
-            Ok(s) => s,
-            Err(e) => {
-                // Out of file descriptors and the like: back off, keep serving.
-                eprintln!("prequal-backend: accept: {e}");
-                thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        let a = app.clone();
-        if let Err(e) = thread::Builder::new()
-            .stack_size(CONN_STACK)
-            .spawn(move || a.serve_conn(stream))
-        {
-            eprintln!("prequal-backend: connection thread: {e}");
-        }
-    }
-    drop(listener);
-    if !app.wait_conns(DRAIN_TIMEOUT) {
-        eprintln!("prequal-backend: connections still open after {DRAIN_TIMEOUT:?}; exiting");
+    if !accept::serve(&app, listener) {
+        eprintln!(
+            "prequal-backend: {} connections still open after {:?}; exiting",
+            app.conns.open(),
+            app.cfg.drain_timeout
+        );
     }
     Ok(())
 }
 
-/// The address to connect to for waking our own accept: loopback when bound
-/// to the wildcard address.
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
+/// `--sleep DUR`: sleep, exit 0. A bad or missing duration exits 2.
+fn sleep_command(args: &[String]) -> ExitCode {
+    let [d] = args else {
+        eprintln!("prequal-backend: --sleep: want exactly one duration, e.g. --sleep 5s");
+        return ExitCode::from(2);
     };
-    SocketAddr::new(ip, addr.port())
+    match duration::parse_duration(d) {
+        Ok(d) => {
+            thread::sleep(d);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("prequal-backend: --sleep: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Writes via a temporary file and rename, so readers never see half a line.

@@ -1,6 +1,7 @@
 //! The HTTP endpoints and the shared replica state: RIF, the capacity gate,
 //! the latency estimator and the counters.
 
+use crate::accept::Conns;
 use crate::antagonist::capacity_at;
 use crate::config::{Config, Mode, ProbeFault, WorkFault};
 use crate::dist::Rng;
@@ -12,7 +13,7 @@ use crate::json;
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +24,8 @@ pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// How often waits (hang, probe timeout, idle reads) look at shutdown and
 /// at whether the client is still there.
 pub const POLL: Duration = Duration::from_millis(50);
-/// Read timeout of connections: how soon an idle one notices shutdown.
+/// Longest read timeout of connections: how soon an idle one notices
+/// shutdown (shorter when the idle or request timeout is shorter).
 const IDLE_WAKE: Duration = Duration::from_millis(500);
 /// A response must be accepted by the peer within this time.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -39,9 +41,8 @@ pub struct App {
     /// The monotonic clock's origin for latency samples and antagonists.
     start: Instant,
     shutdown: AtomicBool,
-    /// Open connections, for draining at shutdown.
-    conns: Mutex<usize>,
-    conns_cv: Condvar,
+    /// Open connections: the cap, and draining at shutdown.
+    pub conns: Conns,
 }
 
 /// A response to write; `close` ends the connection after it.
@@ -108,8 +109,7 @@ impl App {
             rng: Mutex::new(Rng::new(cfg.seed)),
             start: Instant::now(),
             shutdown: AtomicBool::new(false),
-            conns: Mutex::new(0),
-            conns_cv: Condvar::new(),
+            conns: Conns::new(),
             cfg,
         }
     }
@@ -118,8 +118,11 @@ impl App {
         self.shutdown.load(Ordering::SeqCst)
     }
 
+    /// Stops accepting (the accept loop looks at this after each accept and
+    /// while waiting for a free slot) and ends idle connections.
     pub fn begin_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        self.conns.wake();
     }
 
     fn now_ns(&self) -> u64 {
@@ -170,6 +173,9 @@ impl App {
                 Response::method_not_allowed("GET, HEAD")
             }
             "/reset" => Response::method_not_allowed("POST"),
+            // Lets tests panic a connection thread; absent from the binary.
+            #[cfg(test)]
+            "/test/panic" => panic!("test: panic in a connection thread"),
             _ => Response::text(404, "not found\n"),
         };
         Outcome::Respond(resp, None)
@@ -294,7 +300,10 @@ impl App {
                 );
             }
             WorkFault::Hang => {
-                while !client_gone() && !self.shutting_down() {
+                // To the socket this is an idle connection: the idle timeout
+                // bounds it, also when the client's presence cannot be seen.
+                let until = arrival + self.cfg.idle_timeout;
+                while !client_gone() && !self.shutting_down() && Instant::now() < until {
                     thread::sleep(POLL);
                 }
                 return Outcome::Close;
@@ -352,20 +361,23 @@ impl App {
         est.record(rif_at_arrival, latency_ms, now);
     }
 
-    /// Serves one connection until it closes, errors, or shutdown.
+    /// Serves one connection until it closes, errors, times out (request or
+    /// idle timeout) or shutdown. The caller counts the connection.
     pub fn serve_conn(&self, stream: TcpStream) {
-        *self.conns.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let cfg = &self.cfg;
         let _ = stream.set_nodelay(true);
-        // Reads wake up this often to notice shutdown; long enough that
-        // hundreds of idle keep-alive connections cost next to nothing.
-        let _ = stream.set_read_timeout(Some(IDLE_WAKE));
+        // Reads wake up this often to notice shutdown and the deadlines; long
+        // enough that hundreds of idle keep-alive connections cost next to
+        // nothing. The request deadline is also checked after every read.
+        let wake = IDLE_WAKE.min(cfg.idle_timeout).min(cfg.request_timeout);
+        let _ = stream.set_read_timeout(Some(wake));
         // A client that stops reading must not pin this thread forever.
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        let peek_stream = stream.try_clone().ok();
-        let mut client_gone = || peek_stream.as_ref().is_none_or(peer_closed);
-        let mut conn = Conn::new(stream);
+        let mut conn = Conn::new(stream).with_request_timeout(cfg.request_timeout);
+        let mut idle_since = Instant::now();
         loop {
-            let req = match conn.read_request(|| self.shutting_down()) {
+            let idle_stop = || self.shutting_down() || idle_since.elapsed() >= cfg.idle_timeout;
+            let req = match conn.read_request(idle_stop) {
                 Ok(r) => r,
                 Err(e) => {
                     if let Some((status, msg)) = e.response() {
@@ -378,80 +390,36 @@ impl App {
                             &[],
                             false,
                         );
-                    }
-                    // After a parse error the stream position is unknown: close,
-                    // but drain briefly first so that the peer reads our answer
-                    // instead of a reset caused by its unread bytes.
-                    if e.response().is_some() {
+                        // After a parse error the stream position is unknown:
+                        // close, but drain briefly first so that the peer reads
+                        // our answer instead of a reset caused by its unread
+                        // bytes.
                         linger_close(conn.stream());
                     }
                     break;
                 }
             };
-            let outcome = if conn.has_buffered() {
-                // Pipelined bytes are waiting: the client is certainly there,
-                // and peeking would only see those bytes anyway.
-                self.handle(&req, &mut || false)
-            } else {
-                self.handle(&req, &mut client_gone)
-            };
+            let outcome = self.handle(&req, &mut || conn.peer_gone());
             let Outcome::Respond(resp, token) = outcome else {
                 break;
             };
             let keep = req.keep_alive && !self.shutting_down();
-            let extra: Vec<(&str, &str)> = resp.extra.clone();
             let wrote = write_response(
                 conn.stream(),
                 resp.status,
                 resp.content_type,
                 &resp.body,
                 keep,
-                &extra,
+                &resp.extra,
                 req.method == "HEAD",
             );
             drop(token);
             if wrote.is_err() || !keep {
                 break;
             }
+            idle_since = Instant::now();
         }
-        let mut n = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        *n -= 1;
-        self.conns_cv.notify_all();
     }
-
-    /// Waits until every connection has finished, or the deadline passes.
-    pub fn wait_conns(&self, deadline: Duration) -> bool {
-        let end = Instant::now() + deadline;
-        let mut n = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        while *n > 0 {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            n = self
-                .conns_cv
-                .wait_timeout(n, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        true
-    }
-}
-
-/// Whether the peer has closed its side (EOF) or the socket failed.
-/// Bytes waiting to be read mean the client is still there.
-fn peer_closed(s: &TcpStream) -> bool {
-    if s.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let mut b = [0u8; 1];
-    let gone = match s.peek(&mut b) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
-    };
-    let _ = s.set_nonblocking(false);
-    gone
 }
 
 /// Half-closes and discards input for a short while (bounded in bytes and time).

@@ -299,7 +299,9 @@ func Start(t testing.TB, args ...string) *Backend {
 
 func start(bin, dir string, args []string) (*Backend, error) {
 	addrFile := filepath.Join(dir, fmt.Sprintf("backend-%d.addr", time.Now().UnixNano()))
-	full := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)
+	// No shutdown grace unless a test asks (later flags win): Stop would
+	// otherwise wait the backend's default grace every time.
+	full := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--shutdown-grace", "0"}, args...)
 	b := &Backend{done: make(chan struct{})}
 	b.Cmd = exec.Command(bin, full...)
 	b.Cmd.Stdout, b.Cmd.Stderr = b, b

@@ -1,0 +1,373 @@
+//! Accepting connections: a cap on connections served at once, a count that
+//! a guard releases whatever way a connection thread ends, and the end of
+//! the server (close the listener, drain).
+//!
+//! Excess connections wait in the listen backlog: the loop does not accept
+//! while the cap is reached. The alternative, accepting and answering 503,
+//! would need a write and a lingering close on the accept path, and closing
+//! a socket whose request was not read sends a TCP reset that can destroy
+//! the 503 before the client reads it. Waiting costs no thread, and every
+//! slot frees within bounded time (request, idle and hang deadlines). The
+//! backlog is raised to the kernel's maximum (net.core.somaxconn); beyond
+//! it the kernel drops SYNs and clients retry.
+
+use crate::server::App;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Stack per connection thread: handlers are shallow (SHA-256 state is small).
+const CONN_STACK: usize = 256 * 1024;
+/// A wait for a free slot re-checks shutdown at least this often.
+const SLOT_POLL: Duration = Duration::from_millis(100);
+
+/// The number of open connections.
+pub struct Conns {
+    open: Mutex<usize>,
+    changed: Condvar,
+    /// Most connections open at once since start (for tests and logs).
+    peak: AtomicUsize,
+}
+
+impl Conns {
+    pub fn new() -> Conns {
+        Conns {
+            open: Mutex::new(0),
+            changed: Condvar::new(),
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn open(&self) -> usize {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[cfg(test)]
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Wakes every waiter (shutdown).
+    pub fn wake(&self) {
+        self.changed.notify_all();
+    }
+
+    /// Waits until fewer than `cap` connections are open (true) or `stop`
+    /// says to give up (false).
+    fn wait_below(&self, cap: usize, stop: &dyn Fn() -> bool) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while *open >= cap {
+            if stop() {
+                return false;
+            }
+            open = self
+                .changed
+                .wait_timeout(open, SLOT_POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        !stop()
+    }
+
+    /// Waits until no connection is open (true) or `timeout` passes (false).
+    pub fn wait_none(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while *open > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            open = self
+                .changed
+                .wait_timeout(open, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+/// One counted connection. Taken before its thread is spawned, so a drain
+/// never misses a connection that was accepted but has not started yet;
+/// released on drop, so a thread that panics, or fails to spawn, never
+/// leaves the count high (which made every later shutdown wait its full
+/// drain timeout).
+pub struct ConnSlot {
+    app: Arc<App>,
+}
+
+impl ConnSlot {
+    pub fn take(app: Arc<App>) -> ConnSlot {
+        let mut open = app.conns.open.lock().unwrap_or_else(|e| e.into_inner());
+        *open += 1;
+        app.conns.peak.fetch_max(*open, Ordering::SeqCst);
+        drop(open);
+        ConnSlot { app }
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        let conns = &self.app.conns;
+        let mut open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
+        *open -= 1;
+        conns.changed.notify_all();
+    }
+}
+
+/// Accepts and serves connections, at most `max_connections` at once, until
+/// shutdown (see `stop`); then closes the listener and waits for open
+/// connections up to the drain timeout. Returns whether all finished.
+pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
+    widen_backlog(&listener);
+    let cap = app.cfg.max_connections;
+    loop {
+        if !app.conns.wait_below(cap, &|| app.shutting_down()) {
+            break;
+        }
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                if app.shutting_down() {
+                    break;
+                }
+                // Out of file descriptors and the like: back off, keep serving.
+                eprintln!("prequal-backend: accept: {e}");
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        // Served even when shutdown began meanwhile: it was accepted, so it
+        // gets an answer (our own wake-up connection just closes).
+        let slot = ConnSlot::take(app.clone());
+        let spawned = thread::Builder::new()
+            .stack_size(CONN_STACK)
+            .spawn(move || slot.app.serve_conn(stream));
+        if let Err(e) = spawned {
+            // The closure, slot included, was dropped: the count is released.
+            eprintln!("prequal-backend: connection thread: {e}");
+        }
+        if app.shutting_down() {
+            break;
+        }
+    }
+    drop(listener);
+    app.conns.wait_none(app.cfg.drain_timeout)
+}
+
+/// Begins shutdown and wakes `serve` out of its blocking accept.
+pub fn stop(app: &App, listening: SocketAddr) {
+    app.begin_shutdown();
+    let _ = TcpStream::connect_timeout(&wake_addr(listening), Duration::from_secs(1));
+}
+
+/// The address to connect to for waking our own accept: loopback when bound
+/// to the wildcard address.
+fn wake_addr(addr: SocketAddr) -> SocketAddr {
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, addr.port())
+}
+
+/// std listens with a backlog of 128; calling listen again on a listening
+/// socket changes it. A negative backlog means the kernel's maximum
+/// (Linux and the BSDs clamp it to somaxconn).
+#[cfg(unix)]
+fn widen_backlog(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    extern "C" {
+        fn listen(fd: i32, backlog: i32) -> i32;
+    }
+    // SAFETY: the descriptor is a listening socket owned by `listener`,
+    // alive for the call; listen only changes its queue length.
+    let _ = unsafe { listen(listener.as_raw_fd(), -1) };
+}
+
+#[cfg(not(unix))]
+fn widen_backlog(_: &TcpListener) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{ErrorKind, Read, Write};
+    use std::thread::JoinHandle;
+
+    struct Server {
+        app: Arc<App>,
+        addr: SocketAddr,
+        done: Option<JoinHandle<bool>>,
+    }
+
+    impl Server {
+        fn start(args: &[&str]) -> Server {
+            let mut all = vec!["--listen", "127.0.0.1:0", "--service-time", "1ms"];
+            all.extend_from_slice(args);
+            let args: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+            let cfg = match crate::config::parse(&args, &Default::default()).unwrap() {
+                crate::config::Parsed::Run(c) => *c,
+                crate::config::Parsed::Help => unreachable!(),
+            };
+            let listener = TcpListener::bind(&cfg.listen).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let app = Arc::new(App::new(cfg));
+            let a = app.clone();
+            let done = thread::spawn(move || serve(&a, listener));
+            Server {
+                app,
+                addr,
+                done: Some(done),
+            }
+        }
+
+        fn connect(&self) -> TcpStream {
+            let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s
+        }
+
+        /// Stops the server; whether every connection finished in its drain.
+        fn stop(&mut self) -> bool {
+            stop(&self.app, self.addr);
+            self.done.take().unwrap().join().unwrap()
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            if self.done.is_some() {
+                self.stop();
+            }
+        }
+    }
+
+    fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(20);
+        while !cond() {
+            assert!(Instant::now() < end, "timed out waiting for {what}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Reads until EOF (true) or an error/timeout (false), keeping the bytes.
+    fn read_to_eof(s: &mut TcpStream, out: &mut Vec<u8>) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn get(s: &mut TcpStream, path: &str) -> String {
+        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn panicking_connection_releases_its_count() {
+        let mut srv = Server::start(&["--drain-timeout", "5s"]);
+        let mut c = srv.connect();
+        write!(c, "GET /test/panic HTTP/1.1\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        assert!(read_to_eof(&mut c, &mut out), "the connection is closed");
+        assert!(out.is_empty(), "no answer from a panicked thread");
+        wait_until("the count to drop to 0", || srv.app.conns.open() == 0);
+        // With the count left high the drain would time out (false).
+        assert!(srv.stop(), "drain finished");
+    }
+
+    #[test]
+    fn connections_over_the_cap_wait_in_the_backlog() {
+        let srv = Server::start(&["--max-connections", "2"]);
+        let mut first = srv.connect();
+        let mut second = srv.connect();
+        assert!(get(&mut first, "/healthz").starts_with("HTTP/1.1 200"));
+        assert!(get(&mut second, "/healthz").starts_with("HTTP/1.1 200"));
+        // Connects succeed (the kernel completes them) but are not served.
+        let mut waiting: Vec<TcpStream> = (0..3).map(|_| srv.connect()).collect();
+        for w in &mut waiting {
+            write!(w, "GET /healthz HTTP/1.1\r\n\r\n").unwrap();
+            w.set_nonblocking(true).unwrap();
+        }
+        thread::sleep(Duration::from_millis(300));
+        for w in &mut waiting {
+            let mut b = [0u8; 64];
+            let r = w.read(&mut b);
+            assert!(
+                matches!(&r, Err(e) if e.kind() == ErrorKind::WouldBlock),
+                "a connection over the cap was answered: {r:?}"
+            );
+        }
+        assert_eq!(srv.app.conns.open(), 2);
+        // Each close lets one waiting connection in, which is then served.
+        drop(first);
+        drop(second);
+        for mut w in waiting {
+            w.set_nonblocking(false).unwrap();
+            w.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut b = [0u8; 64];
+            let n = w.read(&mut b).unwrap();
+            assert!(b[..n].starts_with(b"HTTP/1.1 200"));
+            // Closing it lets the next one in (they are keep-alive).
+        }
+        assert!(srv.app.conns.peak() <= 2, "peak {}", srv.app.conns.peak());
+    }
+
+    #[test]
+    fn idle_keep_alive_connection_is_closed() {
+        let srv = Server::start(&["--idle-timeout", "200ms"]);
+        let mut c = srv.connect();
+        assert!(get(&mut c, "/healthz").starts_with("HTTP/1.1 200"));
+        let mut out = Vec::new();
+        assert!(
+            read_to_eof(&mut c, &mut out),
+            "closed within the read timeout"
+        );
+        assert!(out.is_empty());
+        // A connection that never sends a request is idle too.
+        let mut silent = srv.connect();
+        assert!(read_to_eof(&mut silent, &mut out));
+        wait_until("no open connection", || srv.app.conns.open() == 0);
+    }
+
+    #[test]
+    fn hang_with_pipelined_requests_ends_when_the_client_leaves() {
+        let srv = Server::start(&["--work-fault", "hang"]);
+        let mut c = srv.connect();
+        // Two requests at once: the second is buffered while the first hangs.
+        write!(
+            c,
+            "GET /work HTTP/1.1\r\n\r\nGET /work HTTP/1.1\r\n\r\nGET /wo"
+        )
+        .unwrap();
+        wait_until("the hang to start", || {
+            srv.app.stats_json().contains("\"in_flight\":1")
+        });
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        wait_until("the connection to end", || srv.app.conns.open() == 0);
+        assert!(srv.app.stats_json().contains("\"in_flight\":0"));
+    }
+
+    #[test]
+    fn hang_with_a_silent_client_ends_at_the_idle_timeout() {
+        let srv = Server::start(&["--work-fault", "hang", "--idle-timeout", "300ms"]);
+        let mut c = srv.connect();
+        write!(c, "GET /work HTTP/1.1\r\n\r\nGET /work HTTP/1.1\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        assert!(read_to_eof(&mut c, &mut out), "closed by the server");
+        assert!(out.is_empty(), "a hang never answers");
+        wait_until("the connection to end", || srv.app.conns.open() == 0);
+    }
+}

@@ -19,6 +19,8 @@ mod estimator;
 mod gate;
 mod hash;
 mod http;
+#[cfg(test)]
+mod http_fuzz;
 mod json;
 mod server;
 mod signals;

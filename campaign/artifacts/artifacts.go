@@ -6,7 +6,10 @@
 //	  campaign.json                     Campaign
 //	  runs/<NN>-rep<R>-<algorithm>/
 //	    run.json                        Run
-//	    histogram.hdr                   HDR histogram of latencies (µs), V2 encoding, base64 text
+//	    histogram.hdr                   HDR histogram of success latencies (µs), V2 encoding, base64 text
+//	    histogram-pessimistic.hdr       every request, failures counted at the timeout (µs)
+//	    histogram-sendlag.hdr           send lag: actual minus intended send time (µs)
+//	    histogram-connwait.hdr          connection wait: send to got-connection (µs)
 //	    timeseries.csv                  per-second series (see TimeseriesHeader)
 //	    state-before.json               admin state per ingress replica before the run ([]adminapi.State)
 //	    state-after.json                admin state per ingress replica after the run
@@ -26,21 +29,41 @@ import (
 
 // File names inside a campaign directory.
 const (
-	CampaignFile   = "campaign.json"
-	RunsDir        = "runs"
-	RunFile        = "run.json"
-	HistogramFile  = "histogram.hdr"
-	TimeseriesFile = "timeseries.csv"
-	StateBefore    = "state-before.json"
-	StateAfter     = "state-after.json"
-	LogsDir        = "logs"
-	ReportFile     = "REPORT.md"
-	PlotsDir       = "plots"
+	CampaignFile  = "campaign.json"
+	RunsDir       = "runs"
+	RunFile       = "run.json"
+	HistogramFile = "histogram.hdr"
+	// Schema v2 histograms, same encoding as HistogramFile.
+	PessimisticHistogramFile = "histogram-pessimistic.hdr"
+	SendLagHistogramFile     = "histogram-sendlag.hdr"
+	ConnWaitHistogramFile    = "histogram-connwait.hdr"
+	TimeseriesFile           = "timeseries.csv"
+	StateBefore              = "state-before.json"
+	StateAfter               = "state-after.json"
+	LogsDir                  = "logs"
+	ReportFile               = "REPORT.md"
+	PlotsDir                 = "plots"
 )
 
-// TimeseriesHeader is the first line of timeseries.csv. second counts from
-// the start of the measured window; latencies are in milliseconds.
-const TimeseriesHeader = "second,sent,completed,errors,late,p50_ms,p99_ms"
+// SchemaVersion is the version of run.json and campaign.json this code
+// writes. Version 2 added honest load accounting (successes and failures by
+// class, goodput, success and pessimistic latency), generator fidelity
+// (send lag, connection wait, connection cap), run validity and the host
+// CPU columns of timeseries.csv. Campaign.SchemaVersion 0 means version 1.
+const SchemaVersion = 2
+
+// TimeseriesHeader is the first line of timeseries.csv (schema v2). second
+// counts from the start of the measured window; sent, succeeded, errors and
+// late count the sends and answers of that second; latencies are in
+// milliseconds and cover the successes of that second; the CPU columns are
+// percentages (host idle of all CPUs; the others of one CPU, so 150 means
+// one and a half cores) and are empty when not measurable (e.g. in the kube
+// environment, or for a process the environment does not run).
+const TimeseriesHeader = "second,sent,succeeded,errors,late,p50_ms,p99_ms,host_idle_pct,gen_cpu_pct,ingress_cpu_pct,backend_cpu_pct"
+
+// TimeseriesHeaderV1 is the header of schema v1's timeseries.csv, where
+// completed counted every answer, errors included.
+const TimeseriesHeaderV1 = "second,sent,completed,errors,late,p50_ms,p99_ms"
 
 // Run statuses.
 const (
@@ -50,9 +73,12 @@ const (
 
 // Campaign is campaign.json: everything needed to know what was run.
 type Campaign struct {
-	ID          string `json:"id"`
-	Scenario    string `json:"scenario"`
-	Description string `json:"description"`
+	// SchemaVersion is SchemaVersion when written by this code; 0 (absent)
+	// in artifacts of schema v1.
+	SchemaVersion int    `json:"schema_version"`
+	ID            string `json:"id"`
+	Scenario      string `json:"scenario"`
+	Description   string `json:"description"`
 	// ScenarioYAML is the resolved scenario (after overrides and
 	// --duration-scale), as YAML.
 	ScenarioYAML string      `json:"scenario_yaml"`
@@ -75,6 +101,10 @@ type Campaign struct {
 	Started  time.Time `json:"started"`
 	// Finished is zero while the campaign is unfinished.
 	Finished time.Time `json:"finished"`
+	// Sessions are the run and every resume that got its environment up,
+	// in order; Environment is the first one's. A resume whose facts
+	// differ is refused unless forced, and then recorded here.
+	Sessions []Session `json:"sessions,omitempty"`
 }
 
 // Environment records where and with what a campaign ran.
@@ -93,6 +123,10 @@ type Environment struct {
 	Version         string `json:"prequalbench_version"`
 	GitRevision     string `json:"git_revision,omitempty"`
 	GitDirty        bool   `json:"git_dirty"`
+	// SHA-256 of the binaries the environment ran (local env), so a
+	// rebuild from a dirty tree is told apart from the original.
+	IngressSHA256 string `json:"ingress_sha256,omitempty"`
+	BackendSHA256 string `json:"backend_sha256,omitempty"`
 }
 
 // PlannedRun is one entry of the interleaved plan.
@@ -115,6 +149,9 @@ type Run struct {
 	PlannedRun
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// Session is the 1-based index in Campaign.Sessions of the session
+	// that ran it (0 in artifacts older than sessions).
+	Session int `json:"session,omitempty"`
 	// ResetVerified is true when the reset before the run was checked
 	// (empty pools, zero counters, zero in-flight) and held.
 	ResetVerified bool          `json:"reset_verified"`
@@ -123,6 +160,29 @@ type Run struct {
 	Finished      time.Time     `json:"finished"`
 	Warmup        time.Duration `json:"warmup_ns"`
 	Load          LoadResult    `json:"load"`
+	// Validity says whether the run measured the system rather than the
+	// host or the load generator (schema v2; absent in v1 artifacts, where
+	// it reads as invalid with no reasons: check the schema version).
+	Validity Validity `json:"validity"`
+}
+
+// Validity is the run's own check of its measurement. Reasons are short
+// human sentences, e.g. "host idle below 10% for 7 s of the window" or
+// "send-lag p99 38 ms > max(5 ms, 1% of p50)".
+type Validity struct {
+	Valid   bool     `json:"valid"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Percentiles summarise one histogram, in milliseconds.
+type Percentiles struct {
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+	Mean  float64 `json:"mean_ms"`
+	Count int64   `json:"count"`
 }
 
 // LoadResult summarises the measured window of one run. Percentiles come
@@ -151,7 +211,46 @@ type LoadResult struct {
 	LateSends uint64 `json:"late_sends"`
 	// StatusCodes counts answers by HTTP status ("0" = transport error).
 	StatusCodes map[string]uint64 `json:"status_codes"`
+
+	// Schema v2 accounting. Every count below is of requests whose
+	// INTENDED send time lies inside the measured window (warmup sends are
+	// not counted, however late they were answered). Succeeded counts
+	// 2xx/3xx answers; the failures are by class: 4xx, 5xx, timeouts
+	// (no answer within the request timeout) and connection errors (any
+	// other transport failure). Outstanding counts requests sent in the
+	// window still unanswered when the run stopped waiting.
+	Succeeded   uint64 `json:"succeeded"`
+	Failed4xx   uint64 `json:"failed_4xx"`
+	Failed5xx   uint64 `json:"failed_5xx"`
+	Timeouts    uint64 `json:"timeouts"`
+	ConnErrors  uint64 `json:"conn_errors"`
+	Outstanding uint64 `json:"outstanding"`
+	// Goodput is Succeeded per second of the window: the headline rate.
+	Goodput float64 `json:"goodput"`
+	// ErrorRate is (Failed4xx+Failed5xx+Timeouts+ConnErrors) / Sent.
+	ErrorRate float64 `json:"error_rate"`
+	// Clamped counts latencies recorded at the histogram's ceiling
+	// (HistogramHighest) because they were longer.
+	Clamped uint64 `json:"clamped"`
+	// Success is the latency of successes (the headline, equal to the
+	// top-level percentiles); Pessimistic covers every request with each
+	// failure counted at the request timeout.
+	Success     Percentiles `json:"success"`
+	Pessimistic Percentiles `json:"pessimistic"`
+	// SendLag is actual minus intended send time; ConnWait the time from
+	// the send to getting a connection (httptrace GotConn).
+	SendLag  Percentiles `json:"send_lag"`
+	ConnWait Percentiles `json:"conn_wait"`
+	// ConnCap is the cap on load-generator connections in force, in total
+	// over all ingress replicas (0 = none); ConnCapBound counts requests
+	// that waited more than 1 ms for a connection while every connection
+	// allowed by the cap was busy.
+	ConnCap      int    `json:"conn_cap"`
+	ConnCapBound uint64 `json:"conn_cap_bound"`
+
 	// Latency percentiles in milliseconds, timed from the intended send.
+	// From schema v2 on they are the latency of successes (= Success); in
+	// v1 they covered every answer, errors included.
 	P50   float64 `json:"p50_ms"`
 	P90   float64 `json:"p90_ms"`
 	P99   float64 `json:"p99_ms"`

@@ -231,12 +231,27 @@ func TestPrequal_FractionalRemovalRate(t *testing.T) {
 	}
 }
 
-func TestPrequal_RemovalKeepsMinProbes(t *testing.T) {
-	p := newPrequalT(t, 16, func(c *PrequalConfig) { c.RemovePerQuery = 5 })
-	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond), 2: known(0, 3*time.Millisecond)})
+// TestPrequal_RemovalStopsAtHalfThePool: per-query removal never takes the
+// pool below half of m; a spent probe still leaves down to MinProbes.
+func TestPrequal_RemovalStopsAtHalfThePool(t *testing.T) {
+	p := newPrequalT(t, 100, func(c *PrequalConfig) { c.RemovePerQuery = 5 })
+	for i := range 10 {
+		p.ProbeResult(t0, p.eps[i].addr, known(0, time.Duration(1+i)*time.Millisecond))
+	}
 	mustPick(t, p, t0, newRNG())
-	if len(p.pool) != 2 {
-		t.Errorf("pool after heavy removal = %d, want MinProbes = 2", len(p.pool))
+	if len(p.pool) != 8 {
+		t.Errorf("pool after heavy removal = %d, want PoolSize/2 = 8", len(p.pool))
+	}
+	q := newPrequalT(t, 16, nil)
+	fill(q, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond), 2: known(0, 3*time.Millisecond)})
+	rng := newRNG()
+	for range 3 {
+		if pk := mustPick(t, q, t0, rng); pk.Fallback {
+			t.Fatalf("fallback with %d probes in the pool", len(q.pool))
+		}
+	}
+	if len(q.pool) != 2 {
+		t.Errorf("pool after three picks at budget 1 = %d, want MinProbes = 2 (spent probes stay at the minimum)", len(q.pool))
 	}
 }
 
@@ -681,9 +696,9 @@ func TestPrequal_QRIFEndpoints(t *testing.T) {
 	}
 	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1 })
 	window(p)
-	fill(p, t0, map[int]ProbeReply{0: known(7, ms), 1: known(0, 9*ms), 2: known(50, 2*ms)})
+	fill(p, t0, map[int]ProbeReply{0: known(50, ms), 1: known(0, 9*ms), 2: known(3, 2*ms)})
 	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[0].addr {
-		t.Errorf("Q_RIF 1: pick %+v, want the fastest (endpoint 0), cold", pk)
+		t.Errorf("Q_RIF 1: pick %+v, want the fastest (endpoint 0, at the window's maximum RIF), cold", pk)
 	}
 
 	p = newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 0.999 })

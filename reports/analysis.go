@@ -3,9 +3,7 @@ package reports
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -95,6 +93,7 @@ type CampaignInfo struct {
 	Confidence float64  `json:"confidence"`
 	Alpha      float64  `json:"alpha"`
 	Resamples  int      `json:"bootstrap_resamples"`
+	MinEffect  float64  `json:"min_effect"`
 }
 
 // AlgorithmResult summarises one algorithm's successful runs.
@@ -131,9 +130,27 @@ type Comparison struct {
 	Hi    Num `json:"hi"`
 	P     Num `json:"p"`
 	// Exact is true when P is from the exact U distribution.
-	Exact       bool   `json:"exact"`
-	Significant bool   `json:"significant"`
-	Verdict     string `json:"verdict"`
+	Exact bool `json:"exact"`
+	// AdjustedP is P after the Holm correction over every comparison of
+	// the report; Significant means AdjustedP < alpha.
+	AdjustedP   Num  `json:"adjusted_p"`
+	Significant bool `json:"significant"`
+	// MinP is the smallest p these run counts can give.
+	MinP Num `json:"min_p"`
+	// Small marks a bootstrap interval over fewer than 5 runs on a side
+	// (printed †): it covers less than its nominal confidence.
+	Small bool `json:"small_sample"`
+	// Outcome is one of the Outcome* constants; Winner names the
+	// algorithm with the better median when Outcome is OutcomeBetter.
+	Outcome string `json:"outcome"`
+	Winner  string `json:"winner,omitempty"`
+	Verdict string `json:"verdict"`
+	// NR and NA count the reference's and the other algorithm's runs.
+	NR int `json:"n_reference"`
+	NA int `json:"n_other"`
+	// Medians of the two sides.
+	RefMedian   Num `json:"reference_median"`
+	OtherMedian Num `json:"other_median"`
 }
 
 // ShareResult is one algorithm's selection shares by backend group.
@@ -222,6 +239,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 		Campaign: CampaignInfo{
 			ID: c.ID, Scenario: c.Scenario, Reference: o.reference(c), Algorithms: algorithms(ds),
 			Reps: c.Reps, Seed: c.Seed, Confidence: o.Confidence, Alpha: o.Alpha, Resamples: o.Resamples,
+			MinEffect: o.MinEffect,
 		},
 		Comparisons: []Comparison{}, Shares: []ShareResult{}, Health: []HealthResult{},
 		Warnings: slices.Clone(ds.Warnings),
@@ -284,8 +302,6 @@ func analyze(ds *dataset, o Options) *Analysis {
 		switch n := len(byAlg[alg]); {
 		case n == 0:
 			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has no successful run: no statistics for it", alg))
-		case n < 4:
-			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d successful reps: with fewer than 4 per side no comparison can reach p < %.2g", alg, n, o.Alpha))
 		case n < minCI:
 			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d successful reps: a finite %.0f%% confidence interval of the median needs %d, so its cells show the min–max range", alg, n, o.Confidence*100, minCI))
 		}
@@ -300,6 +316,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 				a.Comparisons = append(a.Comparisons, compare(ref, alg, m, values(ref, m), values(alg, m), c.Seed, o))
 			}
 		}
+		a.Warnings = append(a.Warnings, decide(a.Comparisons, o)...)
 	} else {
 		a.Warnings = append(a.Warnings, fmt.Sprintf("reference algorithm %q did not run in this campaign: no comparisons", ref))
 	}
@@ -325,50 +342,6 @@ func algorithms(ds *dataset) []string {
 		}
 	}
 	return algs
-}
-
-// compare tests ref against alg on one metric.
-func compare(ref, alg string, m metric, rv, av []float64, seed uint64, o Options) Comparison {
-	h := fnv.New64a()
-	h.Write([]byte(ref + "\x00" + alg + "\x00" + m.Key))
-	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
-	b := stats.BootstrapRatio(rv, av, o.Resamples, o.Confidence, rng)
-	u := stats.MannWhitneyU(rv, av, o.Alpha)
-	cmp := Comparison{Algorithm: alg, Reference: ref, Metric: m.Key, Ratio: Num(b.Ratio), Lo: Num(b.Lo), Hi: Num(b.Hi),
-		P: Num(u.P), Exact: u.Exact}
-	cmp.Significant = !math.IsNaN(u.P) && u.P < o.Alpha
-	cmp.Verdict = verdict(cmp, m, rv, av, u, o)
-	return cmp
-}
-
-// verdict is the sentence the markdown prints for a comparison.
-func verdict(c Comparison, m metric, rv, av []float64, u stats.UTest, o Options) string {
-	nr, na := len(rv), len(av)
-	if nr == 0 || na == 0 {
-		return fmt.Sprintf("%s %s vs %s: no data (%d vs %d successful runs)", c.Reference, m.Label, c.Algorithm, nr, na)
-	}
-	if m.Key == "error_rate" && c.Ratio == 1 && c.Lo == 1 && c.Hi == 1 {
-		return fmt.Sprintf("%s and %s had the same error rate in every run", c.Reference, c.Algorithm)
-	}
-	head := fmt.Sprintf("%s %s is %s %s's", c.Reference, m.Label, fmtRatio(float64(c.Ratio)), c.Algorithm)
-	if rm, am := stats.Median(rv), stats.Median(av); m.Key == "error_rate" && (rm == 0 || am == 0) {
-		// A ratio against zero says nothing; show the two rates.
-		head = fmt.Sprintf("%s error rate is %s against %s's %s", c.Reference, fmtPct(rm), c.Algorithm, fmtPct(am))
-	} else if !math.IsNaN(float64(c.Lo)) {
-		head += fmt.Sprintf(" [%s–%s]", fmtRatio(float64(c.Lo)), fmtRatio(float64(c.Hi)))
-	}
-	p := fmtP(float64(c.P))
-	if !c.Significant {
-		if u.MinP >= o.Alpha {
-			return fmt.Sprintf("%s, not significant (p = %s; %d vs %d runs cannot reach p < %.2g)", head, p, nr, na, o.Alpha)
-		}
-		return fmt.Sprintf("%s, not significant (p = %s)", head, p)
-	}
-	better := c.Reference
-	if (float64(c.Ratio) > 1) == m.LowerBetter {
-		better = c.Algorithm
-	}
-	return fmt.Sprintf("%s, p = %s (significant: %s better)", head, p, better)
 }
 
 // groupOf maps backend address to group.

@@ -10,6 +10,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/prequalbench/prequalbench/reports/stats"
 )
 
 // plotCaptions names every plot the report can link, in display order.
@@ -256,9 +258,13 @@ func writeComparisons(w io.Writer, a *Analysis) {
 		fmt.Fprintf(w, "No comparisons: the reference did not run, or it is the only algorithm.\n\n")
 		return
 	}
-	fmt.Fprintf(w, "Ratio = %s's median / the other's; below 1 means %s is lower (better for latency and errors, worse for throughput). "+
-		"Interval: percentile bootstrap over runs, %d resamples, seeded from the campaign seed.\n\n",
-		a.Campaign.Reference, a.Campaign.Reference, a.Campaign.Resamples)
+	fmt.Fprintf(w, "Ratio = %s's median / the other's; below 1 means %s is lower (better for latency and errors, worse for goodput). "+
+		"Interval: percentile bootstrap over runs, %d resamples, seeded from the campaign seed; † marks an interval over fewer than %d runs on a side, "+
+		"which covers less than its nominal %.0f%%. p: two-sided Mann–Whitney U over runs, then Holm-adjusted over all %d tests of this report. "+
+		"A verdict names a winner (the better median) only when the adjusted p is below %.2g **and** the interval lies wholly outside ±%s; "+
+		"significant but inside ±%s is \"no meaningful difference\".\n\n",
+		a.Campaign.Reference, a.Campaign.Reference, a.Campaign.Resamples, stats.MinBootstrapRuns, a.Campaign.Confidence*100,
+		countTests(a.Comparisons), a.Campaign.Alpha, fmtEffect(a.Campaign.MinEffect), fmtEffect(a.Campaign.MinEffect))
 	last := ""
 	for _, cmp := range a.Comparisons {
 		if cmp.Algorithm != last {
@@ -393,4 +399,15 @@ func writeAppendix(w io.Writer, a *Analysis) {
 	}
 	mdTable(w, []string{"#", "rep", "algorithm", "status", "reset", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
 		"req/s", "target req/s", "errors", "late sends", "directory"}, rows, 0, 1, 5, 6, 7, 8, 9, 10, 11, 12)
+}
+
+// countTests is the size of the Holm family: comparisons with a p-value.
+func countTests(cs []Comparison) int {
+	n := 0
+	for _, c := range cs {
+		if !math.IsNaN(float64(c.P)) {
+			n++
+		}
+	}
+	return n
 }

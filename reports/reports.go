@@ -34,6 +34,10 @@ type Options struct {
 	Resamples int
 	// Threshold is the relative change --compare tolerates (default 0.10).
 	Threshold float64
+	// MinEffect is the smallest relative difference a verdict calls
+	// meaningful (default 0.05): a ratio's bootstrap interval must lie
+	// wholly outside [1-MinEffect, 1+MinEffect].
+	MinEffect float64
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -49,6 +53,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Threshold == 0 {
 		o.Threshold = 0.10
 	}
+	if o.MinEffect == 0 {
+		o.MinEffect = 0.05
+	}
 	switch {
 	case !(o.Confidence > 0 && o.Confidence < 1):
 		return o, badInput("reports: confidence %v, want a value in (0, 1)", o.Confidence)
@@ -56,6 +63,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, badInput("reports: alpha %v, want a value in (0, 1)", o.Alpha)
 	case o.Resamples < 0 || o.Resamples > 1_000_000:
 		return o, badInput("reports: resamples %d, want 1 to 1000000", o.Resamples)
+	case !(o.MinEffect > 0 && o.MinEffect < 1):
+		return o, badInput("reports: min-effect %v, want a fraction in (0, 1) such as 0.05 for ±5%%", o.MinEffect)
 	case !(o.Threshold > 0 && o.Threshold < 10):
 		return o, badInput("reports: threshold %v, want a positive fraction such as 0.1 for 10%%", o.Threshold)
 	}

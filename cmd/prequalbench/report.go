@@ -22,6 +22,7 @@ type reportFlags struct {
 	output     string
 	confidence float64
 	resamples  int
+	minEffect  float64
 }
 
 func newReportCommand() *cobra.Command {
@@ -54,11 +55,12 @@ Exit codes: 0 ok, 1 check failed or regression, 2 bad input.`,
 	fl.StringVarP(&f.output, "output", "o", "markdown", "output: markdown (write REPORT.md and plots) or json (print the numbers)")
 	fl.Float64Var(&f.confidence, "confidence", 0.95, "confidence level of every interval")
 	fl.IntVar(&f.resamples, "resamples", 10000, "bootstrap resamples for the ratio intervals")
+	fl.Float64Var(&f.minEffect, "min-effect", 0.05, "smallest relative difference a verdict calls meaningful: the ratio's interval must lie wholly outside 1 ± this")
 	return cmd
 }
 
 func runReport(cmd *cobra.Command, dir string, f *reportFlags) error {
-	opts := reports.Options{Reference: f.reference, Threshold: f.threshold, Confidence: f.confidence, Resamples: f.resamples}
+	opts := reports.Options{Reference: f.reference, Threshold: f.threshold, Confidence: f.confidence, Resamples: f.resamples, MinEffect: f.minEffect}
 	switch {
 	case f.output != "markdown" && f.output != "json":
 		return &exitError{2, fmt.Errorf("report: -o %q, want markdown or json", f.output)}
@@ -66,6 +68,8 @@ func runReport(cmd *cobra.Command, dir string, f *reportFlags) error {
 		return &exitError{2, errors.New("report: --check and --compare exclude each other")}
 	case f.output == "json" && (f.check || f.compare != ""):
 		return &exitError{2, errors.New("report: -o json prints the numbers of one campaign; drop --check or --compare")}
+	case !(f.minEffect > 0 && f.minEffect < 1):
+		return &exitError{2, fmt.Errorf("report: --min-effect %v, want a fraction in (0, 1) such as 0.05 for ±5%%", f.minEffect)}
 	case f.resamples <= 0:
 		return &exitError{2, fmt.Errorf("report: --resamples %d, want a positive count", f.resamples)}
 	}

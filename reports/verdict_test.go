@@ -1,0 +1,119 @@
+package reports
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func opts(t *testing.T) Options {
+	t.Helper()
+	o, err := Options{Resamples: 2000}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// judged runs one comparison through the whole verdict path, alone in its
+// family unless others are given.
+func judged(t *testing.T, metricKey string, rv, av []float64, others ...Comparison) Comparison {
+	t.Helper()
+	o := opts(t)
+	cs := append([]Comparison{compare("prequal", "round-robin", metricByKey(metricKey), rv, av, 1, o)}, others...)
+	decide(cs, o)
+	return cs[0]
+}
+
+func TestVerdict_ErrorRateWinnerWhenTheOtherSideIsAllZeros(t *testing.T) {
+	// prequal fails 1% of requests, round-robin none: the ratio
+	// prequal/round-robin is infinite, and round-robin must win.
+	errs := []float64{0.010, 0.012, 0.011, 0.013, 0.009, 0.0105}
+	zeros := make([]float64, 6)
+	c := judged(t, "error_rate", errs, zeros)
+	if c.Outcome != OutcomeBetter || c.Winner != "round-robin" {
+		t.Fatalf("outcome %q winner %q, want round-robin better: %s", c.Outcome, c.Winner, c.Verdict)
+	}
+	if !math.IsInf(float64(c.Ratio), 1) || !(float64(c.Lo) > 1) {
+		t.Errorf("ratio %v [%v, %v], want +Inf with an interval above 1", c.Ratio, c.Lo, c.Hi)
+	}
+	if !strings.Contains(c.Verdict, "**round-robin better**") {
+		t.Errorf("verdict %q", c.Verdict)
+	}
+	// And the mirror image: prequal all zeros wins.
+	c = judged(t, "error_rate", zeros, errs)
+	if c.Outcome != OutcomeBetter || c.Winner != "prequal" {
+		t.Fatalf("mirror: outcome %q winner %q: %s", c.Outcome, c.Winner, c.Verdict)
+	}
+}
+
+func TestVerdict_SignificantButInsideMinEffectIsNoMeaningfulDifference(t *testing.T) {
+	// The case: p99.9 801.8 vs 804.0 ms, fully separated.
+	ref := []float64{801.8, 801.9, 801.7, 801.8, 801.85, 801.75}
+	alt := []float64{804.0, 804.1, 803.9, 804.05, 804.0, 803.95}
+	c := judged(t, "p999_ms", ref, alt)
+	if !c.Significant || c.Outcome != OutcomeNoMeaningful || c.Winner != "" {
+		t.Fatalf("significant %v outcome %q winner %q, want significant, no meaningful difference: %s", c.Significant, c.Outcome, c.Winner, c.Verdict)
+	}
+	if !strings.Contains(c.Verdict, "inside ±5%") {
+		t.Errorf("verdict %q does not give the reason", c.Verdict)
+	}
+	// 20% lower is a winner.
+	for i := range alt {
+		alt[i] = ref[i] * 1.25
+	}
+	c = judged(t, "p999_ms", ref, alt)
+	if c.Outcome != OutcomeBetter || c.Winner != "prequal" {
+		t.Fatalf("25%% slower: outcome %q winner %q: %s", c.Outcome, c.Winner, c.Verdict)
+	}
+	// A wider minimum effect (30%) swallows it again.
+	o := opts(t)
+	o.MinEffect = 0.3
+	cs := []Comparison{compare("prequal", "round-robin", metricByKey("p999_ms"), ref, alt, 1, o)}
+	decide(cs, o)
+	if cs[0].Outcome != OutcomeNoMeaningful || !strings.Contains(cs[0].Verdict, "±30%") {
+		t.Errorf("min effect 30%%: %q: %s", cs[0].Outcome, cs[0].Verdict)
+	}
+}
+
+func TestVerdict_HolmOverTheReportDecides(t *testing.T) {
+	// 6 vs 6 fully separated: raw p = 2/924 = 0.00216. Alone it is
+	// significant; in a family of 24 tests Holm multiplies it by 24 (0.052).
+	ref := []float64{10, 11, 12, 13, 14, 15}
+	alt := []float64{20, 21, 22, 23, 24, 25}
+	if c := judged(t, "p99_ms", ref, alt); c.Outcome != OutcomeBetter {
+		t.Fatalf("alone: %s", c.Verdict)
+	}
+	o := opts(t)
+	var noise []Comparison
+	for range 23 {
+		noise = append(noise, compare("prequal", "p2c", metricByKey("p99_ms"), ref, ref, 1, o))
+	}
+	c := judged(t, "p99_ms", ref, alt, noise...)
+	if want := 24 * 2.0 / 924; math.Abs(float64(c.AdjustedP)-want) > 1e-12 {
+		t.Errorf("adjusted p = %v, want %v", c.AdjustedP, want)
+	}
+	if c.Significant || c.Outcome != OutcomeNotSignificant {
+		t.Fatalf("in a family of 24: %s", c.Verdict)
+	}
+}
+
+func TestVerdict_DaggerBelowFiveRunsPerSideAndUnreachableAlpha(t *testing.T) {
+	c := judged(t, "p99_ms", []float64{10, 11, 12, 13}, []float64{20, 21, 22, 23, 24})
+	if !c.Small || !strings.Contains(c.Verdict, "]†") {
+		t.Errorf("4 vs 5 runs: small %v, verdict %q, want †", c.Small, c.Verdict)
+	}
+	c = judged(t, "p99_ms", []float64{10, 11, 12, 13, 14}, []float64{20, 21, 22, 23, 24})
+	if c.Small || strings.Contains(c.Verdict, "†") {
+		t.Errorf("5 vs 5 runs: small %v, verdict %q, want no †", c.Small, c.Verdict)
+	}
+	// 2 vs 6 cannot reach 0.05 (smallest p 2/28); 3 vs 5 can (2/56).
+	c = judged(t, "p99_ms", []float64{10, 11}, []float64{20, 21, 22, 23, 24, 25})
+	if !strings.Contains(c.Verdict, "cannot reach") {
+		t.Errorf("2 vs 6: %q", c.Verdict)
+	}
+	c = judged(t, "p99_ms", []float64{10, 11, 12}, []float64{20, 21, 22, 23, 24})
+	if c.Outcome != OutcomeBetter {
+		t.Errorf("3 vs 5 fully separated: %q", c.Verdict)
+	}
+}

@@ -32,6 +32,18 @@ type Load struct {
 	Timeout time.Duration
 	Targets []Target
 	Seed    uint64
+	// Warmup is load offered before the measured window in the same
+	// schedule, without a pause: open loop at WarmupRate, closed loop the
+	// same users running through. Its requests are answered, not counted.
+	Warmup     time.Duration
+	WarmupRate float64
+	// OnWindowStart and OnWindowEnd, when set, are called once each when
+	// virtual time reaches the window's start and end (the campaign
+	// runner snapshots the ingress state there). OnSecond, when set, gets
+	// each row of the series as it closes, and a row with Warmup set for
+	// each second of the warmup.
+	OnWindowStart, OnWindowEnd func()
+	OnSecond                   func(Second)
 }
 
 // Target is an ingress replica and route, with a relative weight.
@@ -73,6 +85,12 @@ func (l Load) validate(routes, clients int) error {
 	if l.Timeout <= 0 {
 		return fmt.Errorf("sim: load timeout must be > 0, got %v", l.Timeout)
 	}
+	if l.Warmup < 0 {
+		return fmt.Errorf("sim: load warmup must be >= 0, got %v", l.Warmup)
+	}
+	if len(l.Open) > 0 && l.Warmup > 0 && !(l.WarmupRate > 0) {
+		return fmt.Errorf("sim: load warmup rate must be > 0 with an open-loop warmup, got %v", l.WarmupRate)
+	}
 	return nil
 }
 
@@ -106,13 +124,15 @@ type loadRun struct {
 	pick    picker
 	sched   *schedule
 	openRNG *rand.Rand
-	start   int64
-	end     int64 // closed loop: no send at or after it
+	start   int64 // the warmup's start
+	winFrom int64 // the window's start (= start + warmup)
+	winTo   int64 // the window's end; closed loop: no send at or after it
 	timeout int64
 	active  int // closed-loop users still sending
 }
 
-// start sets up the recorder and the first sends of l.
+// start sets up the recorder, the window's boundaries and the first sends
+// of l.
 func (w *World) start(l Load) error {
 	lr := &loadRun{l: l, start: w.now, timeout: int64(l.Timeout)}
 	var sum float64
@@ -126,12 +146,26 @@ func (w *World) start(l Load) error {
 		lr.pick.targets = append(lr.pick.targets, int32(t.Client*len(w.cfg.Routes)+t.Route))
 	}
 	window := int64(l.Window())
-	w.rec = newRecorder(lr, w.now, window)
-	for k := int64(1); k*int64(time.Second) < window; k++ {
-		w.q.push(event{at: w.now + k*int64(time.Second), kind: evSecond})
+	lr.winFrom = w.now + int64(l.Warmup)
+	lr.winTo = lr.winFrom + window
+	w.rec = newRecorder(lr, window)
+	sec := int64(time.Second)
+	for k := int64(1); k*sec < int64(l.Warmup); k++ {
+		w.q.push(event{at: w.now + k*sec, kind: evSecond, x: 1})
 	}
+	w.q.push(event{at: lr.winFrom, kind: evWindowStart})
+	for k := int64(1); k*sec < window; k++ {
+		w.q.push(event{at: lr.winFrom + k*sec, kind: evSecond})
+	}
+	// Just after the window's last instant, so a send due exactly at its
+	// end is in the window and in the snapshot taken there.
+	w.q.push(event{at: lr.winTo + 1, kind: evWindowEnd})
 	if len(l.Open) > 0 {
-		s, err := newSchedule(l.Open)
+		phases := l.Open
+		if l.Warmup > 0 {
+			phases = append([]Phase{{Kind: KindConstant, Duration: l.Warmup, Rate: l.WarmupRate}}, l.Open...)
+		}
+		s, err := newSchedule(phases)
 		if err != nil {
 			return err
 		}
@@ -141,7 +175,6 @@ func (w *World) start(l Load) error {
 		w.nextOpen()
 		return nil
 	}
-	lr.end = w.now + window
 	w.users = w.users[:0]
 	for u := range l.Users {
 		w.users = append(w.users, user{rng: rand.New(rand.NewPCG(l.Seed, uint64(u)+1))})
@@ -159,22 +192,28 @@ func (w *World) nextOpen() {
 		w.rec.sendsDone = true
 		return
 	}
-	w.q.push(event{at: lr.start + off, kind: evSend})
+	// As in campaign/load, the warmup is the schedule's first phase and a
+	// send belongs to the phase that scheduled it.
+	var counted int32
+	if lr.l.Warmup == 0 || lr.sched.i > 0 {
+		counted = 1
+	}
+	w.q.push(event{at: lr.start + off, kind: evSend, c: counted})
 }
 
-func (w *World) openSend() {
+func (w *World) openSend(counted bool) {
 	lr := w.rec.load
-	w.send(lr.pick.pick(lr.openRNG), w.now, -1)
+	w.send(lr.pick.pick(lr.openRNG), w.now, -1, counted)
 	w.nextOpen()
 }
 
 func (w *World) userSend(u int32) {
 	lr := w.rec.load
-	if w.now >= lr.end {
+	if w.now >= lr.winTo {
 		w.userStop()
 		return
 	}
-	w.send(lr.pick.pick(w.users[u].rng), w.now, u)
+	w.send(lr.pick.pick(w.users[u].rng), w.now, u, w.now >= lr.winFrom)
 }
 
 func (w *World) userStop() {
@@ -189,7 +228,7 @@ func (w *World) userStop() {
 func (w *World) userNext(u int32) {
 	lr := w.rec.load
 	next := w.now + int64(lr.l.ThinkTime)
-	if next >= lr.end {
+	if next >= lr.winTo {
 		w.userStop()
 		return
 	}
@@ -198,13 +237,14 @@ func (w *World) userNext(u int32) {
 
 // send is one request entering ingress replica/route ci at sent: the
 // policy picks, the probes it owes go out, the request goes on the wire.
-func (w *World) send(ci int32, sent int64, u int32) {
+// Only counted (window) requests enter the result.
+func (w *World) send(ci int32, sent int64, u int32, counted bool) {
 	c := w.clients[ci]
 	c.requests++
-	w.rec.sent()
+	w.rec.sent(counted)
 	tok, err := c.policy.Pick(w.wall(w.now), c.rng)
 	if err != nil { // no endpoints: the ingress answers 503 itself
-		w.rec.done(w.now, 0, 503, false)
+		w.rec.done(counted, w.now, 0, 503, false)
 		if u >= 0 {
 			w.userNext(u)
 		}
@@ -214,7 +254,7 @@ func (w *World) send(ci int32, sent int64, u int32) {
 	i := w.alloc()
 	r := &w.reqs[i]
 	gen := r.gen
-	*r = request{sent: sent, picked: w.now, tok: tok, client: ci, server: w.byAddr[tok.Endpoint], user: u, holds: 2, gen: gen}
+	*r = request{sent: sent, picked: w.now, tok: tok, client: ci, server: w.byAddr[tok.Endpoint], user: u, holds: 2, gen: gen, counted: counted}
 	w.q.push(event{at: w.now + w.net.draw(), kind: evReqAtServer, a: i})
 	w.deadline.add(w, i, gen, sent+min(w.upTO, w.rec.load.timeout))
 }
@@ -247,7 +287,7 @@ func (w *World) respAtClient(i int32) {
 	r.settled = true
 	c := w.clients[r.client]
 	c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), int(r.status))
-	w.rec.done(w.now, w.now-r.sent, int(r.status), false)
+	w.rec.done(r.counted, w.now, w.now-r.sent, int(r.status), false)
 	u := r.user
 	w.release(i) // the event's hold
 	w.release(i) // the client's
@@ -321,10 +361,10 @@ func (w *World) timeout(i int32, at int64) {
 	c := w.clients[r.client]
 	if w.upTO < w.rec.load.timeout {
 		c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), 0)
-		w.rec.done(at, at-r.sent, 504, false)
+		w.rec.done(r.counted, at, at-r.sent, 504, false)
 	} else {
 		c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), 499)
-		w.rec.done(at, at-r.sent, 0, true)
+		w.rec.done(r.counted, at, at-r.sent, 0, true)
 	}
 	s := w.servers[r.server]
 	switch r.where {

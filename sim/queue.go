@@ -15,7 +15,9 @@ const (
 	evProbeFail                      // probe from policy a to server b failed; c is the outcome
 	evIdleTick                       // policy a's idle-probe ticker
 	evCapacity                       // server a's antagonist schedule may change its capacity
-	evSecond                         // a whole second of the window has passed
+	evSecond                         // a whole second has passed (x = 1: of the warmup)
+	evWindowStart                    // the measured window starts
+	evWindowEnd                      // the measured window has ended
 )
 
 // event is one scheduled happening. Events at the same instant fire in the

@@ -40,6 +40,8 @@ type Second struct {
 	Second                             int
 	Sent, Completed, Succeeded, Errors uint64
 	P50, P99                           time.Duration
+	// Warmup marks a second of the warmup (progress only, not a row).
+	Warmup bool
 }
 
 // recorder aggregates one Run's outcomes: a few histograms and counters,
@@ -54,10 +56,11 @@ type recorder struct {
 	sendsDone   bool
 	targetRate  float64
 	window      int64
+	warmups     int
 }
 
-func newRecorder(l *loadRun, start, window int64) *recorder {
-	r := &recorder{load: l, sec: artifacts.NewHistogram(), windowEnd: start + window, window: window}
+func newRecorder(l *loadRun, window int64) *recorder {
+	r := &recorder{load: l, sec: artifacts.NewHistogram(), windowEnd: l.winTo, window: window}
 	r.res.Success, r.res.All, r.res.Pessimistic = artifacts.NewHistogram(), artifacts.NewHistogram(), artifacts.NewHistogram()
 	r.res.StatusCodes = map[int]uint64{}
 	return r
@@ -65,16 +68,22 @@ func newRecorder(l *loadRun, start, window int64) *recorder {
 
 func (r *recorder) finished() bool { return r.sendsDone && r.outstanding == 0 }
 
-func (r *recorder) sent() {
-	r.res.Sent++
-	r.cur.Sent++
+// sent counts one send; only those inside the window count in the result.
+func (r *recorder) sent(counted bool) {
 	r.outstanding++
+	if counted {
+		r.res.Sent++
+		r.cur.Sent++
+	}
 }
 
 // done records one outcome at virtual time at: its latency in ns and
 // status (0: no answer).
-func (r *recorder) done(at, latency int64, status int, timedOut bool) {
+func (r *recorder) done(counted bool, at, latency int64, status int, timedOut bool) {
 	r.outstanding--
+	if !counted {
+		return
+	}
 	us := latency / int64(time.Microsecond)
 	if us > artifacts.HistogramHighest {
 		r.res.Clamped++
@@ -119,6 +128,16 @@ func (r *recorder) closeSecond() {
 	r.sec.Reset()
 	r.cur = Second{}
 	r.res.Series = append(r.res.Series, row)
+	if f := r.load.l.OnSecond; f != nil {
+		f(row)
+	}
+}
+
+func (r *recorder) warmupSecond() {
+	if f := r.load.l.OnSecond; f != nil {
+		f(Second{Second: r.warmups, Warmup: true})
+	}
+	r.warmups++
 }
 
 func (r *recorder) result() *Result {

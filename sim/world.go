@@ -195,7 +195,7 @@ func (w *World) step() {
 	w.now = e.at
 	switch e.kind {
 	case evSend:
-		w.openSend()
+		w.openSend(e.c == 1)
 	case evUserSend:
 		w.userSend(e.a)
 	case evReqAtServer:
@@ -223,7 +223,19 @@ func (w *World) step() {
 	case evCapacity:
 		w.capacityChange(e.a)
 	case evSecond:
-		w.rec.closeSecond()
+		if e.x == 1 {
+			w.rec.warmupSecond()
+		} else {
+			w.rec.closeSecond()
+		}
+	case evWindowStart:
+		if f := w.rec.load.l.OnWindowStart; f != nil {
+			f()
+		}
+	case evWindowEnd:
+		if f := w.rec.load.l.OnWindowEnd; f != nil {
+			f()
+		}
 	}
 }
 
@@ -242,6 +254,7 @@ type request struct {
 	gen     uint32
 	where   uint8 // at the server: wTransit, wQueued, wServing, wHanging, wDone
 	settled bool  // the client has its outcome (answer or timeout)
+	counted bool  // sent inside the measured window
 }
 
 const (

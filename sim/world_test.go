@@ -73,8 +73,8 @@ func TestServer_MMcMeanResponse(t *testing.T) {
 // route 0, and drains.
 func poissonRun(t *testing.T, w *World, lambda float64, n int) *Result {
 	t.Helper()
-	lr := &loadRun{l: Load{Timeout: time.Hour}, timeout: int64(time.Hour), start: w.now}
-	w.rec = newRecorder(lr, w.now, 0)
+	lr := &loadRun{l: Load{Timeout: time.Hour}, timeout: int64(time.Hour), start: w.now, winFrom: w.now, winTo: maxTime}
+	w.rec = newRecorder(lr, 0)
 	rng := rand.New(rand.NewPCG(11, 12))
 	at := w.now
 	for range n {
@@ -83,7 +83,7 @@ func poissonRun(t *testing.T, w *World, lambda float64, n int) *Result {
 			w.step()
 		}
 		w.now = at
-		w.send(0, at, -1)
+		w.send(0, at, -1, true)
 	}
 	w.rec.sendsDone = true
 	for !w.rec.finished() {
@@ -156,5 +156,54 @@ func TestWorld_SameSeedSameBytes(t *testing.T) {
 	}
 	if bytes.Equal(a, c) {
 		t.Error("different seeds, same results: the seed is not used")
+	}
+}
+
+// TestWorld_WarmupIsNotCounted: one schedule, warmup then window; only the
+// window's sends count, the boundary callbacks fire once each, in order, at
+// the window's start and end, and warmup seconds are progress, not rows.
+func TestWorld_WarmupIsNotCounted(t *testing.T) {
+	w, err := New(paperLikeConfig(1, loadbalancer.NameLeastRequest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	var at []time.Duration
+	var warmRows, rows int
+	l := Load{
+		Open: []Phase{{Kind: KindConstant, Duration: 2 * time.Second, Rate: 500}}, Timeout: 10 * time.Second, Targets: evenTargets(10), Seed: 1,
+		Warmup: 3 * time.Second, WarmupRate: 1000,
+		OnWindowStart: func() { calls = append(calls, "start"); at = append(at, w.Now()) },
+		OnWindowEnd:   func() { calls = append(calls, "end"); at = append(at, w.Now()) },
+		OnSecond: func(s Second) {
+			if s.Warmup {
+				warmRows++
+			} else {
+				rows++
+			}
+		},
+	}
+	res, err := w.Run(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 1000 || res.Completed != 1000 {
+		t.Errorf("sent %d, completed %d; want the window's 1000 only", res.Sent, res.Completed)
+	}
+	var picks uint64
+	for _, c := range w.Snapshot() {
+		picks += c.Routes[0].Stats.Picks
+	}
+	if picks != 4000 {
+		t.Errorf("%d picks, want 3000 in the warmup + 1000", picks)
+	}
+	if len(calls) != 2 || calls[0] != "start" || calls[1] != "end" {
+		t.Fatalf("callbacks %v, want start then end", calls)
+	}
+	if at[0] != 3*time.Second || at[1] < 5*time.Second || at[1] > 5*time.Second+time.Millisecond {
+		t.Errorf("callbacks at %v, want 3s and 5s", at)
+	}
+	if warmRows != 2 || rows != 2 || len(res.Series) != 2 {
+		t.Errorf("%d warmup seconds, %d rows (%d in the series), want 2, 2", warmRows, rows, len(res.Series))
 	}
 }

@@ -1,6 +1,7 @@
 //! Accepting connections: a cap on connections served at once, a count that
-//! a guard releases whatever way a connection thread ends, and the end of
-//! the server (close the listener, drain).
+//! a guard releases whatever way a connection ends, worker threads that are
+//! reused (so threads never outnumber the cap, even while some exit), and
+//! the end of the server (close the listener, drain).
 //!
 //! Excess connections wait in the listen backlog: the loop does not accept
 //! while the cap is reached. The alternative, accepting and answering 503,
@@ -22,6 +23,8 @@ use std::time::{Duration, Instant};
 const CONN_STACK: usize = 256 * 1024;
 /// A wait for a free slot re-checks shutdown at least this often.
 const SLOT_POLL: Duration = Duration::from_millis(100);
+/// A worker without a connection for this long exits.
+const WORKER_IDLE_EXIT: Duration = Duration::from_secs(30);
 
 /// The number of open connections.
 pub struct Conns {
@@ -124,6 +127,7 @@ impl Drop for ConnSlot {
 pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
     widen_backlog(&listener);
     let cap = app.cfg.max_connections;
+    let pool = Arc::new(Pool::default());
     loop {
         if !app.conns.wait_below(cap, &|| app.shutting_down()) {
             break;
@@ -142,20 +146,83 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
         };
         // Served even when shutdown began meanwhile: it was accepted, so it
         // gets an answer (our own wake-up connection just closes).
-        let slot = ConnSlot::take(app.clone());
-        let spawned = thread::Builder::new()
-            .stack_size(CONN_STACK)
-            .spawn(move || slot.app.serve_conn(stream));
-        if let Err(e) = spawned {
-            // The closure, slot included, was dropped: the count is released.
-            eprintln!("prequal-backend: connection thread: {e}");
-        }
+        pool.dispatch(stream, ConnSlot::take(app.clone()));
         if app.shutting_down() {
             break;
         }
     }
     drop(listener);
     app.conns.wait_none(app.cfg.drain_timeout)
+}
+
+/// Threads that serve connections one after another. A worker is spawned
+/// only when no idle one is left for a connection, and it counts as idle
+/// before it releases its previous connection's slot: so workers never
+/// outnumber open connections, which the cap bounds.
+#[derive(Default)]
+struct Pool {
+    state: Mutex<PoolState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct PoolState {
+    jobs: std::collections::VecDeque<(TcpStream, ConnSlot)>,
+    idle: usize,
+}
+
+impl Pool {
+    fn dispatch(self: &Arc<Pool>, stream: TcpStream, slot: ConnSlot) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.jobs.push_back((stream, slot));
+        if st.idle >= st.jobs.len() {
+            drop(st);
+            self.ready.notify_one();
+            return;
+        }
+        drop(st);
+        let pool = self.clone();
+        let spawned = thread::Builder::new()
+            .stack_size(CONN_STACK)
+            .spawn(move || pool.work());
+        if let Err(e) = spawned {
+            // Nobody will take the connection: close it, releasing its slot.
+            eprintln!("prequal-backend: connection thread: {e}");
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            drop(st.jobs.pop_back());
+        }
+    }
+
+    /// A worker's life: take a connection, serve it, repeat; exit after
+    /// WORKER_IDLE_EXIT without one. A panic ends the worker; unwinding drops
+    /// the slot it holds.
+    fn work(&self) {
+        let mut done: Option<ConnSlot> = None;
+        loop {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.idle += 1;
+            // Idle now: only now may the finished connection's slot go.
+            drop(done.take());
+            let job = loop {
+                if let Some(job) = st.jobs.pop_front() {
+                    break Some(job);
+                }
+                let (next, wait) = self
+                    .ready
+                    .wait_timeout(st, WORKER_IDLE_EXIT)
+                    .unwrap_or_else(|e| e.into_inner());
+                st = next;
+                if wait.timed_out() && st.jobs.is_empty() {
+                    break None;
+                }
+            };
+            st.idle -= 1;
+            drop(st);
+            let Some((stream, slot)) = job else { return };
+            slot.app.serve_conn(stream);
+            done = Some(slot);
+        }
+    }
 }
 
 /// Begins shutdown and wakes `serve` out of its blocking accept.

@@ -1,0 +1,308 @@
+//! Black-box tests of the built binary against what an attacker or an
+//! operator does: slow-drip requests (one and a thousand), an overflowing
+//! chunk size, SIGTERM while clients keep connecting, the preStop sleep.
+//! Loopback only; every loop is bounded in count and time.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_prequal-backend");
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+struct Backend {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Backend {
+    fn start(args: &[&str]) -> Backend {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let addr_file = std::env::temp_dir().join(format!(
+            "prequal-backend-hardening-{}-{}.addr",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&addr_file);
+        let mut child = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0", "--service-time", "1ms"])
+            .arg("--addr-file")
+            .arg(&addr_file)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the backend");
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let end = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            if let Ok(s) = std::fs::read_to_string(&addr_file) {
+                if let Some(line) = s.strip_suffix('\n') {
+                    break line.parse().unwrap();
+                }
+            }
+            assert!(
+                Instant::now() < end,
+                "backend never listened: {}",
+                log.lock().unwrap()
+            );
+            thread::sleep(Duration::from_millis(10));
+        };
+        let _ = std::fs::remove_file(&addr_file);
+        Backend { child, addr, log }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    fn sigterm(&self) {
+        // SAFETY: kill only sends a signal to our own child.
+        assert_eq!(unsafe { kill(self.child.id() as i32, 15) }, 0);
+    }
+
+    fn wait_log(&self, what: &str) {
+        wait_until(what, || self.log.lock().unwrap().contains(what));
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let end = Instant::now() + within;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < end, "backend still running");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn threads(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One request on a connection; the first read's bytes.
+fn request(s: &mut TcpStream, raw: &str) -> String {
+    s.write_all(raw.as_bytes()).unwrap();
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn healthz(b: &Backend) -> String {
+    request(&mut b.connect(), "GET /healthz HTTP/1.1\r\n\r\n")
+}
+
+#[test]
+fn client_dripping_a_byte_every_400ms_gets_408_at_the_deadline() {
+    let b = Backend::start(&["--request-timeout", "1s"]);
+    let mut c = b.connect();
+    c.set_read_timeout(Some(Duration::from_millis(400)))
+        .unwrap();
+    // Each gap is shorter than any read timeout of the server, so only a
+    // deadline checked after every read can stop this client.
+    let req = format!(
+        "GET /healthz HTTP/1.1\r\nX-Drip: {}\r\n\r\n",
+        "a".repeat(40)
+    );
+    let mut got = Vec::new();
+    let mut sent = 0;
+    for byte in req.bytes() {
+        if c.write_all(&[byte]).is_err() {
+            break;
+        }
+        sent += 1;
+        let mut buf = [0u8; 512];
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+        if !got.is_empty() {
+            break;
+        }
+    }
+    let got = String::from_utf8_lossy(&got);
+    assert!(
+        got.starts_with("HTTP/1.1 408"),
+        "got {got:?} after {sent} bytes"
+    );
+    assert!(sent < req.len(), "the whole request was accepted");
+}
+
+#[test]
+fn thousand_slow_drip_connections_do_not_exhaust_threads() {
+    const CONNS: usize = 1000;
+    const CAP: usize = 100;
+    let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        somaxconn > CONNS,
+        "net.core.somaxconn is {somaxconn}: the listen backlog cannot hold {CONNS} waiting connections"
+    );
+    let b = Backend::start(&[
+        "--max-connections",
+        &CAP.to_string(),
+        "--request-timeout",
+        "300ms",
+    ]);
+    let idle_threads = b.threads();
+    // A header that never ends, one byte per round per connection.
+    let mut conns: Vec<Option<TcpStream>> = (0..CONNS)
+        .map(|_| {
+            let mut s = b.connect();
+            s.write_all(b"GET /healthz HTTP/1.1\r\nX-Drip: ").unwrap();
+            s.set_nonblocking(true).unwrap();
+            Some(s)
+        })
+        .collect();
+    let (mut answered_408, mut closed_otherwise, mut max_threads) = (0, 0, 0);
+    let end = Instant::now() + Duration::from_secs(60);
+    while conns.iter().any(Option::is_some) {
+        assert!(
+            Instant::now() < end,
+            "{} of {CONNS} connections never cut off",
+            conns.iter().flatten().count()
+        );
+        for slot in conns.iter_mut() {
+            let Some(s) = slot else { continue };
+            let mut buf = [0u8; 256];
+            let done = match s.read(&mut buf) {
+                Ok(0) => Some(false),
+                Ok(n) => Some(buf[..n].starts_with(b"HTTP/1.1 408")),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    // Dripping into a full send buffer cannot happen: a few
+                    // hundred bytes per connection at most.
+                    let _ = s.write(b"a");
+                    None
+                }
+                Err(_) => Some(false),
+            };
+            match done {
+                Some(true) => answered_408 += 1,
+                Some(false) => closed_otherwise += 1,
+                None => continue,
+            }
+            *slot = None;
+        }
+        max_threads = max_threads.max(b.threads());
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        (answered_408, closed_otherwise),
+        (CONNS, 0),
+        "every dripping connection is told 408"
+    );
+    // Workers are reused and never outnumber the cap, exiting ones included.
+    assert!(
+        max_threads <= idle_threads + CAP,
+        "{max_threads} threads with a cap of {CAP} connections ({idle_threads} when idle)"
+    );
+    assert!(healthz(&b).starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn overflowing_chunk_size_gets_400_and_leaves_no_connection_counted() {
+    let mut b = Backend::start(&["--shutdown-grace", "0", "--drain-timeout", "60s"]);
+    let mut c = b.connect();
+    let got = request(
+        &mut c,
+        "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nab\r\n",
+    );
+    assert!(got.starts_with("HTTP/1.1 400"), "{got:?}");
+    assert!(got.contains("chunk size"), "{got:?}");
+    drop(c);
+    assert!(healthz(&b).starts_with("HTTP/1.1 200"));
+    b.sigterm();
+    let st = b.wait_exit(Duration::from_secs(90));
+    let log = b.log.lock().unwrap().clone();
+    assert!(st.success(), "{st:?}: {log}");
+    assert!(!log.contains("still open"), "the drain waited: {log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+#[test]
+fn sigterm_keeps_accepting_for_the_grace_period_then_exits_0() {
+    let mut b = Backend::start(&["--shutdown-grace", "5s"]);
+    let mut before = b.connect();
+    assert!(request(&mut before, "GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    b.sigterm();
+    b.wait_log("signal 15");
+    let signalled = Instant::now();
+    // New connections and keep-alive ones are served during the grace,
+    // also a second in (the EndpointSlice removal may take that long).
+    assert!(healthz(&b).starts_with("HTTP/1.1 200"));
+    while signalled.elapsed() < Duration::from_secs(1) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(healthz(&b).starts_with("HTTP/1.1 200"));
+    let kept = request(&mut before, "GET /healthz HTTP/1.1\r\n\r\n");
+    assert!(kept.starts_with("HTTP/1.1 200"), "{kept:?}");
+    b.wait_log("closing the listener");
+    let st = b.wait_exit(Duration::from_secs(60));
+    assert!(st.success(), "{st:?}: {}", b.log.lock().unwrap());
+    assert!(
+        TcpStream::connect_timeout(&b.addr, Duration::from_secs(1)).is_err(),
+        "still accepting after exit"
+    );
+}
+
+#[test]
+fn sleep_subcommand_for_the_prestop_hook() {
+    let st = Command::new(BIN)
+        .args(["--sleep", "10ms"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for bad in [&["--sleep"][..], &["--sleep", "5"], &["--sleep", "1s", "x"]] {
+        let out = Command::new(BIN).args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--sleep"),
+            "{bad:?}"
+        );
+    }
+}

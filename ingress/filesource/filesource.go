@@ -1,7 +1,9 @@
 // Package filesource is the route source for local runs: a YAML file of
 // routes with their endpoint addresses, validated strictly and reloaded when
-// it changes (including atomic rename-replace). A bad file keeps the
-// previous routes; the error is logged and counted.
+// its content changes, however it was replaced: written in place, renamed
+// over, or swapped behind a symlink as Kubernetes does with a mounted
+// ConfigMap. A bad file keeps the previous routes; the error is logged and
+// counted.
 //
 // Format:
 //
@@ -235,7 +237,10 @@ func (s *Source) Run(ctx context.Context, sink route.Sink) error {
 	}
 	defer w.Close()
 	// Watch the directory: editors and atomic writers replace the file by
-	// rename, which a watch on the file itself would lose.
+	// rename, which a watch on the file itself would lose. Any event there
+	// triggers a (debounced) read, and only changed content is applied: a
+	// ConfigMap update swaps the "..data" symlink that the file points
+	// through and never touches the file's own name.
 	dir := filepath.Dir(s.path)
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("filesource: watching %s: %w", dir, err)
@@ -245,19 +250,15 @@ func (s *Source) Run(ctx context.Context, sink route.Sink) error {
 		return err
 	}
 	s.synced.Store(true)
-	base := filepath.Base(s.path)
 	var timer *time.Timer
 	var fire <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.Events:
+		case _, ok := <-w.Events:
 			if !ok {
 				return nil
-			}
-			if filepath.Base(ev.Name) != base {
-				continue
 			}
 			if timer == nil {
 				timer = time.NewTimer(s.Debounce)

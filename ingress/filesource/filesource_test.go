@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,5 +198,103 @@ func TestSource_BadFileAtStartIsAnError(t *testing.T) {
 	err := New(path, nil).Run(context.Background(), &recorder{})
 	if err == nil || !strings.Contains(err.Error(), "filesource:") {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// configMapDir lays out a directory as the kubelet mounts a ConfigMap:
+// routes.yaml -> ..data/routes.yaml, ..data -> ..<version>, and swap
+// publishes a new version by renaming a fresh "..data_tmp" symlink over
+// "..data" and removing the old version, never touching routes.yaml itself.
+type configMapDir struct {
+	t       *testing.T
+	dir     string
+	version string
+	n       int
+}
+
+func newConfigMapDir(t *testing.T, content string) *configMapDir {
+	c := &configMapDir{t: t, dir: t.TempDir()}
+	c.publish(content)
+	if err := os.Symlink(filepath.Join("..data", "routes.yaml"), filepath.Join(c.dir, "routes.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *configMapDir) publish(content string) {
+	c.t.Helper()
+	c.n++
+	version := fmt.Sprintf("..2026_12_01_00_00_%02d.%d", c.n, c.n)
+	if err := os.Mkdir(filepath.Join(c.dir, version), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, version, "routes.yaml"), []byte(content), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	if err := os.Symlink(version, tmp); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
+		c.t.Fatal(err)
+	}
+	if c.version != "" {
+		if err := os.RemoveAll(filepath.Join(c.dir, c.version)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.version = version
+}
+
+func TestSource_ReloadsOnConfigMapSymlinkSwap(t *testing.T) {
+	cm := newConfigMapDir(t, good)
+	src := New(filepath.Join(cm.dir, "routes.yaml"), nil)
+	src.Debounce = 10 * time.Millisecond
+	reloads := make(chan error, 64)
+	src.reloaded = func(err error) { reloads <- err }
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, rec) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	waitFor(t, "first sync", src.Synced)
+
+	cm.publish("routes:\n  - {name: swapped, endpoints: [\"127.0.0.1:9\"]}\n")
+	waitFor(t, "reload after the ..data swap", func() bool { u, _ := rec.snapshot(); return len(u) == 2 })
+	if u, _ := rec.snapshot(); len(u[1]) != 1 || u[1][0].Key != "swapped" {
+		t.Fatalf("update after the swap %+v", u[1])
+	}
+
+	// A change elsewhere in the directory is read but, with the same
+	// content, applies nothing.
+	drain(reloads)
+	if err := os.WriteFile(filepath.Join(cm.dir, "unrelated"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-reloads:
+		if err != nil {
+			t.Fatalf("reload after an unrelated change: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload attempt after a change in the directory")
+	}
+	if u, results := rec.snapshot(); len(u) != 2 || len(results) != 2 {
+		t.Fatalf("unchanged content was applied again: %d updates, reconciles %v", len(u), results)
+	}
+}
+
+func drain(c chan error) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
 	}
 }

@@ -17,6 +17,9 @@ import (
 const (
 	EstimatorRing       = 64 // samples kept per bucket
 	EstimatorMinSamples = 5
+	// EstimatorRecent is how many newest samples per bucket count when
+	// the window is 0 ("recent by count", no age limit).
+	EstimatorRecent = 16
 	estExact            = 64 // RIFs below this have a bucket each
 	estSubBits          = 3  // above it, 8 buckets per power of two
 	estNumBuckets       = estExact + 8*(64-6)
@@ -44,8 +47,8 @@ func (b *estBucket) newestRecent(cutoff int64) bool {
 	return b != nil && b.len > 0 && b.ring[(b.next+EstimatorRing-1)%EstimatorRing].finishNS >= cutoff
 }
 
-func (b *estBucket) collectRecent(cutoff int64, out []float64) []float64 {
-	for i := range b.len {
+func (b *estBucket) collectRecent(cutoff int64, limit int, out []float64) []float64 {
+	for i := range min(b.len, limit) {
 		s := b.ring[(b.next+EstimatorRing-1-i)%EstimatorRing]
 		if s.finishNS < cutoff {
 			break
@@ -75,7 +78,9 @@ type Estimator struct {
 	scratch  []float64
 }
 
-// NewEstimator returns an empty estimator whose samples count for windowNS.
+// NewEstimator returns an empty estimator whose samples count for windowNS,
+// or, with 0, the last EstimatorRecent samples per RIF bucket whatever
+// their age.
 func NewEstimator(windowNS int64) *Estimator {
 	return &Estimator{windowNS: windowNS, scratch: make([]float64, 0, 2*EstimatorRing)}
 }
@@ -116,7 +121,10 @@ type Estimate struct {
 // widening to neighbours (nearest first, both sides per step) until at
 // least EstimatorMinSamples are found or every bucket has been looked at.
 func (e *Estimator) Estimate(currentRIF uint64, nowNS int64) Estimate {
-	cutoff := max(nowNS-e.windowNS, 0) // saturating_sub on u64
+	cutoff, limit := int64(0), EstimatorRecent
+	if e.windowNS > 0 {
+		cutoff, limit = max(nowNS-e.windowNS, 0), EstimatorRing // saturating_sub on u64
+	}
 	if !e.any || e.newestNS < cutoff {
 		return Estimate{}
 	}
@@ -124,7 +132,7 @@ func (e *Estimator) Estimate(currentRIF uint64, nowNS int64) Estimate {
 	values := e.scratch[:0]
 	take := func(i int) {
 		if b := e.buckets[i]; b.newestRecent(cutoff) {
-			values = b.collectRecent(cutoff, values)
+			values = b.collectRecent(cutoff, limit, values)
 		}
 	}
 	take(centre)

@@ -1,6 +1,8 @@
-//! The estimator against the test vectors it shares with its Go port
+//! The estimator against the test vectors it shares with its Go model
 //! (sim/estimator.go): backend/testdata/estimator-vectors.json lists
-//! record/clear/estimate steps and the answer each estimate must give.
+//! records and the answer each probe must give. Both layouts of the file
+//! are read: cases with "events" (testdata/estimator-vectors.md) and the
+//! first version's cases with "ops".
 
 #[allow(dead_code)]
 #[path = "../src/estimator.rs"]
@@ -165,9 +167,13 @@ fn estimator_matches_shared_vectors() {
             Some(Json::Str(s)) => s.clone(),
             _ => panic!("case without name"),
         };
+        if let Some(Json::Arr(events)) = get(case, "events") {
+            estimates += replay_events(&name, int(case, "window_ms") * MS, events);
+            continue;
+        }
         let mut e = Estimator::new(int(case, "window_ns"));
         let Some(Json::Arr(ops)) = get(case, "ops") else {
-            panic!("{name}: no ops")
+            panic!("{name}: neither events nor ops")
         };
         for (i, op) in ops.iter().enumerate() {
             match get(op, "op") {
@@ -190,5 +196,43 @@ fn estimator_matches_shared_vectors() {
             }
         }
     }
-    assert!(estimates > 100, "only {estimates} estimates");
+    assert!(estimates >= 5, "only {estimates} probes");
+}
+
+const MS: u64 = 1_000_000;
+
+/// Replays ["record", rif, latency_ms, finish_ms] and ["probe", rif,
+/// now_ms, median_ms or null, samples]; returns the number of probes.
+fn replay_events(name: &str, window_ns: u64, events: &[Json]) -> usize {
+    let mut e = Estimator::new(window_ns);
+    let mut probes = 0;
+    for (i, ev) in events.iter().enumerate() {
+        let Json::Arr(f) = ev else {
+            panic!("{name} event {i}: not an array")
+        };
+        let n = |j: usize| match &f[j] {
+            Json::Num(_, text) => text.parse::<f64>().unwrap(),
+            other => panic!("{name} event {i}: field {j} is {other:?}"),
+        };
+        match &f[0] {
+            Json::Str(k) if k == "record" => e.record(n(1) as u64, n(2), n(3) as u64 * MS),
+            Json::Str(k) if k == "probe" => {
+                probes += 1;
+                let want = Estimate {
+                    median_ms: match &f[3] {
+                        Json::Null => None,
+                        _ => Some(n(3)),
+                    },
+                    samples: n(4) as usize,
+                };
+                assert_eq!(
+                    e.estimate(n(1) as u64, n(2) as u64 * MS),
+                    want,
+                    "{name} event {i}"
+                );
+            }
+            other => panic!("{name} event {i}: unknown kind {other:?}"),
+        }
+    }
+    probes
 }

@@ -20,9 +20,9 @@ const (
 	// EstimatorRecent is how many newest samples per bucket count when
 	// the window is 0 ("recent by count", no age limit).
 	EstimatorRecent = 16
-	estExact            = 64 // RIFs below this have a bucket each
-	estSubBits          = 3  // above it, 8 buckets per power of two
-	estNumBuckets       = estExact + 8*(64-6)
+	estExact        = 64 // RIFs below this have a bucket each
+	estSubBits      = 3  // above it, 8 buckets per power of two
+	estNumBuckets   = estExact + 8*(64-6)
 )
 
 type estSample struct {

@@ -15,21 +15,20 @@ type Result struct {
 	// Model is "open" or "closed"; Users is set for a closed loop.
 	Model string
 	Users int
-	// Success holds the latencies of 2xx/3xx answers; All every answer,
-	// errors and timeouts included (the v1 histogram); Pessimistic every
-	// request, each failure counted at the request timeout.
-	Success, All, Pessimistic *hdrhistogram.Histogram
-	Series                    []Second
-	StatusCodes               map[int]uint64 // 0 = no answer (timeout)
-	Sent, Completed           uint64
-	CompletedInWindow         uint64
-	Succeeded                 uint64
-	Failed4xx, Failed5xx      uint64
-	Timeouts                  uint64
-	Errors                    uint64 // every failure
-	Clamped                   uint64
-	Duration                  time.Duration
-	TargetRate                float64
+	// Success holds the latencies of 2xx/3xx answers; Pessimistic every
+	// request, each failure at max(its latency, the request timeout).
+	Success, Pessimistic *hdrhistogram.Histogram
+	Series               []Second
+	StatusCodes          map[int]uint64 // 0 = no answer (timeout)
+	Sent, Completed      uint64
+	CompletedInWindow    uint64
+	Succeeded            uint64
+	Failed4xx, Failed5xx uint64
+	Timeouts             uint64
+	Errors               uint64 // every failure
+	Clamped              uint64
+	Duration             time.Duration
+	TargetRate           float64
 	// Events is the number of simulation events the Run processed.
 	Events uint64
 }
@@ -61,7 +60,7 @@ type recorder struct {
 
 func newRecorder(l *loadRun, window int64) *recorder {
 	r := &recorder{load: l, sec: artifacts.NewHistogram(), windowEnd: l.winTo, window: window}
-	r.res.Success, r.res.All, r.res.Pessimistic = artifacts.NewHistogram(), artifacts.NewHistogram(), artifacts.NewHistogram()
+	r.res.Success, r.res.Pessimistic = artifacts.NewHistogram(), artifacts.NewHistogram()
 	r.res.StatusCodes = map[int]uint64{}
 	return r
 }
@@ -88,8 +87,7 @@ func (r *recorder) done(counted bool, at, latency int64, status int, timedOut bo
 	if us > artifacts.HistogramHighest {
 		r.res.Clamped++
 	}
-	us = min(max(us, artifacts.HistogramLowest), artifacts.HistogramHighest)
-	_ = r.res.All.RecordValue(us)
+	us = min(max(us, 0), artifacts.HistogramHighest)
 	r.res.StatusCodes[status]++
 	r.res.Completed++
 	r.cur.Completed++
@@ -114,8 +112,8 @@ func (r *recorder) done(counted bool, at, latency int64, status int, timedOut bo
 	case status >= 400:
 		r.res.Failed4xx++
 	}
-	to := min(max(r.load.timeout/int64(time.Microsecond), artifacts.HistogramLowest), artifacts.HistogramHighest)
-	_ = r.res.Pessimistic.RecordValue(to)
+	to := min(r.load.timeout/int64(time.Microsecond), artifacts.HistogramHighest)
+	_ = r.res.Pessimistic.RecordValue(max(us, to))
 }
 
 func (r *recorder) closeSecond() {

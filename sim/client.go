@@ -153,7 +153,15 @@ func (w *World) start(l Load) error {
 	for k := int64(1); k*sec < int64(l.Warmup); k++ {
 		w.q.push(event{at: w.now + k*sec, kind: evSecond, x: 1})
 	}
-	w.q.push(event{at: lr.winFrom, kind: evWindowStart})
+	// An open-loop send due exactly at the warmup's end belongs to the
+	// warmup, so the window opens just after it; a closed-loop send at
+	// that instant belongs to the window, which opens first (this event is
+	// older than any send queued for that instant).
+	if len(l.Open) > 0 && l.Warmup > 0 {
+		w.q.push(event{at: lr.winFrom + 1, kind: evWindowStart})
+	} else {
+		w.q.push(event{at: lr.winFrom, kind: evWindowStart})
+	}
 	for k := int64(1); k*sec < window; k++ {
 		w.q.push(event{at: lr.winFrom + k*sec, kind: evSecond})
 	}

@@ -67,7 +67,9 @@ func New(s *scenario.Scenario, seed uint64) (*Env, error) {
 	for i := range n {
 		for ri, r := range s.Workload.Routes {
 			t := env.Target{
-				URL:    fmt.Sprintf("http://ingress-%d.sim%s?iterations=%d", i, r.Path, r.Iterations),
+				// A loopback address on a port nobody serves: should a
+				// runner ever send real HTTP here, it is refused at once.
+				URL:    fmt.Sprintf("http://127.0.0.1:1/sim/ingress-%d%s?iterations=%d", i, r.Path, r.Iterations),
 				Host:   r.Host,
 				Weight: r.Weight / float64(n),
 				Route:  r.Name,
@@ -208,8 +210,9 @@ func (e *Env) Setup(context.Context) error { return nil }
 // Backends lists every simulated replica.
 func (e *Env) Backends() []artifacts.Backend { return e.backends }
 
-// LoadTargets names one target per ingress replica and route; the URLs
-// only identify the target to RunLoad.
+// LoadTargets names one target per ingress replica and route, with the
+// route's weight split evenly over the replicas; the URLs only identify
+// the target to RunLoad.
 func (e *Env) LoadTargets() []env.Target { return e.targets }
 
 // SetAlgorithm selects the policy of the next world.
@@ -292,9 +295,15 @@ func (e *Env) RunLoad(ctx context.Context, cfg load.Config) (*load.Result, error
 
 // simLoad maps a load engine configuration onto the simulator's.
 func (e *Env) simLoad(cfg load.Config) (core.Load, error) {
-	l := core.Load{Users: cfg.Users, Duration: cfg.Duration, ThinkTime: cfg.ThinkTime, Timeout: cfg.Timeout, Seed: cfg.Seed}
+	l := core.Load{
+		Users: cfg.Users, Duration: cfg.Duration, ThinkTime: cfg.ThinkTime, Timeout: cfg.Timeout, Seed: cfg.Seed,
+		Warmup: cfg.Warmup, WarmupRate: cfg.WarmupRate, OnWindowStart: cfg.OnWindowStart, OnWindowEnd: cfg.OnWindowEnd,
+	}
 	if l.Timeout == 0 {
 		l.Timeout = load.DefaultTimeout
+	}
+	if f := cfg.OnSecond; f != nil {
+		l.OnSecond = func(s core.Second) { f(loadSecond(s)) }
 	}
 	for i, t := range cfg.Targets {
 		host := t.Host
@@ -320,22 +329,45 @@ func (e *Env) simLoad(cfg load.Config) (core.Load, error) {
 	return l, nil
 }
 
-// loadResult fills a load.Result as the load engine does.
+// loadResult fills a load.Result as the load engine does. In virtual
+// time every send leaves on time and needs no connection, so the send-lag
+// and connection-wait histograms hold one 0 per send.
 func loadResult(r *core.Result) *load.Result {
 	out := &load.Result{
 		Model:             r.Model,
 		Users:             r.Users,
-		Histogram:         r.All,
+		Histogram:         r.Success,
+		Pessimistic:       r.Pessimistic,
+		SendLag:           artifacts.NewHistogram(),
+		ConnWait:          artifacts.NewHistogram(),
 		StatusCodes:       r.StatusCodes,
 		Sent:              r.Sent,
 		Completed:         r.Completed,
 		CompletedInWindow: r.CompletedInWindow,
+		Succeeded:         r.Succeeded,
+		Failed4xx:         r.Failed4xx,
+		Failed5xx:         r.Failed5xx,
+		Timeouts:          r.Timeouts,
 		Errors:            r.Errors,
+		Clamped:           r.Clamped,
 		Duration:          r.Duration,
 		TargetRate:        r.TargetRate,
 	}
+	if r.Sent > 0 {
+		if r.Model == load.ModelOpen {
+			_ = out.SendLag.RecordValues(0, int64(r.Sent))
+		}
+		_ = out.ConnWait.RecordValues(0, int64(r.Sent))
+	}
 	for _, s := range r.Series {
-		out.Series = append(out.Series, load.Second{Second: s.Second, Sent: s.Sent, Completed: s.Completed, Errors: s.Errors, P50: s.P50, P99: s.P99})
+		out.Series = append(out.Series, loadSecond(s))
 	}
 	return out
+}
+
+func loadSecond(s core.Second) load.Second {
+	return load.Second{
+		Second: s.Second, Sent: s.Sent, Completed: s.Completed, Succeeded: s.Succeeded, Errors: s.Errors,
+		P50: s.P50, P99: s.P99, Warmup: s.Warmup,
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
 )
 
 const tiny = `
@@ -65,8 +66,9 @@ func loadConfig(e *Env, seed uint64) load.Config {
 	return cfg
 }
 
-// protocol runs the runner's sequence for one run and returns the result
-// and both snapshots, JSON-encoded.
+// protocol runs the runner's sequence for one run (warmup and window in one
+// load, snapshots at the window's boundaries) and returns the result and
+// everything it produced, JSON-encoded.
 func protocol(t *testing.T, e *Env, alg string, seed uint64) (*load.Result, []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -77,17 +79,32 @@ func protocol(t *testing.T, e *Env, alg string, seed uint64) (*load.Result, []by
 	if err != nil || !v.Verified {
 		t.Fatalf("reset: %v %+v", err, v)
 	}
-	before, err := e.Snapshot(ctx)
+	cfg := loadConfig(e, seed)
+	cfg.Warmup, cfg.WarmupRate = time.Second, cfg.Open[0].Rate
+	var before, after []adminapi.State
+	snap := func(dst *[]adminapi.State) func() {
+		return func() {
+			st, err := e.Snapshot(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			*dst = st
+		}
+	}
+	cfg.OnWindowStart, cfg.OnWindowEnd = snap(&before), snap(&after)
+	res, err := e.RunLoad(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.RunLoad(ctx, loadConfig(e, seed))
-	if err != nil {
-		t.Fatal(err)
+	if before == nil || after == nil {
+		t.Fatal("a window boundary callback was not called")
 	}
-	after, err := e.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var picks uint64
+	for i := range after {
+		picks += after[i].Routes[0].Policy.Picks - before[i].Routes[0].Policy.Picks
+	}
+	if picks != res.Sent {
+		t.Errorf("%s: %d picks between the snapshots, %d sends in the window", alg, picks, res.Sent)
 	}
 	b, err := json.Marshal([]any{before, after, res.Summary(), res.Series})
 	if err != nil {
@@ -108,7 +125,7 @@ func TestEnv_RunLikeTheRunner(t *testing.T) {
 		t.Errorf("facts = %+v", f)
 	}
 	res, _ := protocol(t, e, "prequal", 1)
-	if res.Sent != 1200 || res.Completed != 1200 || res.Errors != 0 {
+	if res.Sent != 1200 || res.Completed != 1200 || res.Succeeded != 1200 || res.Errors != 0 {
 		t.Errorf("sent %d completed %d errors %d, want 1200, 1200, 0", res.Sent, res.Completed, res.Errors)
 	}
 	if len(res.Series) != 3 {
@@ -117,6 +134,9 @@ func TestEnv_RunLikeTheRunner(t *testing.T) {
 	s := res.Summary()
 	if !(s.P50 > 20 && s.P50 < 60) {
 		t.Errorf("p50 = %v ms, want between the fast and the slow service time", s.P50)
+	}
+	if s.Success.Count != 1200 || s.Pessimistic.Count != 1200 || s.SendLag.Count != 1200 || s.SendLag.Max != 0 || s.Goodput != 400 || s.ErrorRate != 0 {
+		t.Errorf("summary %+v", s)
 	}
 	st, err := e.Snapshot(context.Background())
 	if err != nil {
@@ -134,8 +154,8 @@ func TestEnv_RunLikeTheRunner(t *testing.T) {
 			t.Errorf("no probe answers: %+v", r.Policy.ProbeOutcomes)
 		}
 	}
-	if picks != 1200 || requests != 1200 {
-		t.Errorf("picks %d, requests %d over the replicas, want 1200", picks, requests)
+	if picks != 1600 || requests != 1600 {
+		t.Errorf("picks %d, requests %d over the replicas, want 400 in the warmup + 1200", picks, requests)
 	}
 }
 

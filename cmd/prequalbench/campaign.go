@@ -193,6 +193,11 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 		if err != nil {
 			return err
 		}
+		if f.env != "sim" {
+			if err := s.RealEnvError(f.env); err != nil {
+				return badInput(err)
+			}
+		}
 		opts.Scenario = s
 	}
 	if f.prometheus && f.env != "local" {

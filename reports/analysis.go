@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
@@ -33,29 +34,56 @@ type metric struct {
 	Key, Label, Unit string
 	// LowerBetter is true for latencies and the error rate.
 	LowerBetter bool
-	// Latency marks p50/p90/p99/p99.9.
-	Latency bool
-	get     func(runMetrics) float64
+	// Tested metrics get a verdict against the reference (and count in the
+	// Holm family); the others are shown beside them.
+	Tested bool
+	get    func(runMetrics) float64
 }
 
 // runMetrics are the headline numbers of one run.
 type runMetrics struct {
-	P50, P90, P99, P999, Throughput, ErrorRate float64
+	Goodput, Throughput, ErrorRate float64
+	P50, P99, P999                 float64 // success latency (v2), every answer (v1)
+	PessP50, PessP99, PessP999     float64 // every request, failures at the timeout (v2)
 }
 
-var metrics = []metric{
+// metricsV2 are the headline of schema v2: goodput, error rate, success
+// latency, and the pessimistic view beside them (not tested: it repeats
+// the error rate at the timeout).
+var metricsV2 = []metric{
+	{"goodput_rps", "goodput", "req/s", false, true, func(m runMetrics) float64 { return m.Goodput }},
+	{"error_rate", "error rate", "%", true, true, func(m runMetrics) float64 { return m.ErrorRate }},
 	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }},
-	{"p90_ms", "p90", "ms", true, true, func(m runMetrics) float64 { return m.P90 }},
 	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }},
 	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }},
-	{"throughput_rps", "throughput", "req/s", false, false, func(m runMetrics) float64 { return m.Throughput }},
-	{"error_rate", "error rate", "fraction", true, false, func(m runMetrics) float64 { return m.ErrorRate }},
+	{"pessimistic_p99_ms", "pessimistic p99", "ms", true, false, func(m runMetrics) float64 { return m.PessP99 }},
+	{"pessimistic_p999_ms", "pessimistic p99.9", "ms", true, false, func(m runMetrics) float64 { return m.PessP999 }},
+}
+
+// metricsV1 are what schema v1 artifacts hold: throughput of in-window
+// completions and latency of every answer, errors included.
+var metricsV1 = []metric{
+	{"throughput_rps", "throughput", "req/s", false, true, func(m runMetrics) float64 { return m.Throughput }},
+	{"error_rate", "error rate", "%", true, true, func(m runMetrics) float64 { return m.ErrorRate }},
+	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }},
+	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }},
+	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }},
+}
+
+// metricsOf returns the metrics the dataset's schema supports.
+func metricsOf(ds *dataset) []metric {
+	if ds.v2() {
+		return metricsV2
+	}
+	return metricsV1
 }
 
 func metricByKey(key string) metric {
-	for _, m := range metrics {
-		if m.Key == key {
-			return m
+	for _, ms := range [][]metric{metricsV2, metricsV1} {
+		for _, m := range ms {
+			if m.Key == key {
+				return m
+			}
 		}
 	}
 	panic("reports: unknown metric " + key)
@@ -64,11 +92,19 @@ func metricByKey(key string) metric {
 // measure computes a run's headline numbers from its histogram and run.json.
 func measure(r *runData) runMetrics {
 	ms := func(q float64) float64 { return artifacts.Millis(r.Hist.ValueAtQuantile(q)) }
-	m := runMetrics{P50: ms(50), P90: ms(90), P99: ms(99), P999: ms(99.9), Throughput: r.Run.Load.AchievedRate}
-	if r.Run.Load.Sent > 0 {
-		m.ErrorRate = float64(r.Run.Load.Errors) / float64(r.Run.Load.Sent)
+	l := r.Run.Load
+	m := runMetrics{P50: ms(50), P99: ms(99), P999: ms(99.9), Throughput: l.AchievedRate, Goodput: l.Goodput,
+		PessP50: l.Pessimistic.P50, PessP99: l.Pessimistic.P99, PessP999: l.Pessimistic.P999, ErrorRate: l.ErrorRate}
+	if l.ErrorRate == 0 && l.Sent > 0 {
+		m.ErrorRate = float64(l.Errors) / float64(l.Sent) // v1 has no error_rate field
 	}
 	return m
+}
+
+// counted reports whether a run enters the headline and the comparisons:
+// it finished, and (schema v2) it judged its own measurement valid.
+func counted(ds *dataset, r *runData) bool {
+	return r.ok() && (!ds.v2() || r.Run.Validity.Valid)
 }
 
 // Analysis is the aggregated content of a report, printed by -o json.
@@ -76,10 +112,13 @@ type Analysis struct {
 	Campaign    CampaignInfo      `json:"campaign"`
 	Algorithms  []AlgorithmResult `json:"algorithms"`
 	Comparisons []Comparison      `json:"comparisons"`
-	Shares      []ShareResult     `json:"shares"`
-	Health      []HealthResult    `json:"health"`
-	Warnings    []string          `json:"warnings"`
-	Runs        []RunRow          `json:"runs"`
+	// NotCompared lists the algorithms with too few valid runs (on their
+	// side or the reference's) to be compared at all.
+	NotCompared []NotCompared  `json:"not_compared"`
+	Shares      []ShareResult  `json:"shares"`
+	Health      []HealthResult `json:"health"`
+	Warnings    []string       `json:"warnings"`
+	Runs        []RunRow       `json:"runs"`
 }
 
 // CampaignInfo identifies the campaign and the statistics settings.
@@ -94,14 +133,18 @@ type CampaignInfo struct {
 	Alpha      float64  `json:"alpha"`
 	Resamples  int      `json:"bootstrap_resamples"`
 	MinEffect  float64  `json:"min_effect"`
+	// SchemaVersion of the artifacts (1 when campaign.json has none).
+	SchemaVersion int `json:"schema_version"`
 }
 
 // AlgorithmResult summarises one algorithm's successful runs.
 type AlgorithmResult struct {
-	Algorithm string         `json:"algorithm"`
-	Runs      int            `json:"runs"`
-	Failed    int            `json:"failed"`
-	Metrics   []MetricResult `json:"metrics"`
+	Algorithm string `json:"algorithm"`
+	// Runs counts the runs in the statistics: finished and valid.
+	Runs    int            `json:"runs"`
+	Failed  int            `json:"failed"`
+	Invalid int            `json:"invalid"`
+	Metrics []MetricResult `json:"metrics"`
 }
 
 // MetricResult is a median across runs with its confidence interval.
@@ -212,24 +255,43 @@ type Counter struct {
 
 // RunRow is one line of the per-run appendix.
 type RunRow struct {
-	Index         int     `json:"index"`
-	Rep           int     `json:"rep"`
-	Algorithm     string  `json:"algorithm"`
-	Dir           string  `json:"dir"`
-	Status        string  `json:"status"`
-	Error         string  `json:"error,omitempty"`
-	ResetVerified bool    `json:"reset_verified"`
-	P50           Num     `json:"p50_ms"`
-	P90           Num     `json:"p90_ms"`
-	P99           Num     `json:"p99_ms"`
-	P999          Num     `json:"p999_ms"`
-	Throughput    Num     `json:"throughput_rps"`
-	TargetRate    float64 `json:"target_rate"`
-	Sent          uint64  `json:"sent"`
-	Errors        uint64  `json:"errors"`
-	LateSends     uint64  `json:"late_sends"`
-	ErrorRate     Num     `json:"error_rate"`
+	Index         int    `json:"index"`
+	Rep           int    `json:"rep"`
+	Algorithm     string `json:"algorithm"`
+	Dir           string `json:"dir"`
+	Status        string `json:"status"`
+	Error         string `json:"error,omitempty"`
+	ResetVerified bool   `json:"reset_verified"`
+	// Valid is the run's own validity verdict (always true for schema v1,
+	// which has none); Reasons say why not.
+	Valid      bool     `json:"valid"`
+	Reasons    []string `json:"reasons,omitempty"`
+	Goodput    Num      `json:"goodput_rps"`
+	Throughput Num      `json:"throughput_rps"`
+	ErrorRate  Num      `json:"error_rate"`
+	P50        Num      `json:"p50_ms"`
+	P99        Num      `json:"p99_ms"`
+	P999       Num      `json:"p999_ms"`
+	PessP99    Num      `json:"pessimistic_p99_ms"`
+	SendLagP99 Num      `json:"send_lag_p99_ms"`
+	ConnWait99 Num      `json:"conn_wait_p99_ms"`
+	// ConnCapBound counts requests the connection cap held back.
+	ConnCapBound uint64  `json:"conn_cap_bound"`
+	TargetRate   float64 `json:"target_rate"`
+	Sent         uint64  `json:"sent"`
+	Errors       uint64  `json:"errors"`
+	LateSends    uint64  `json:"late_sends"`
 }
+
+// NotCompared says why an algorithm was not compared with the reference.
+type NotCompared struct {
+	Algorithm string `json:"algorithm"`
+	Reason    string `json:"reason"`
+}
+
+// minRunsToCompare is the fewest valid runs per side for a comparison: a
+// median of one run says nothing about the spread.
+const minRunsToCompare = 2
 
 // analyze turns a dataset into the report's numbers. It is a pure function
 // of the dataset and the options.
@@ -239,9 +301,9 @@ func analyze(ds *dataset, o Options) *Analysis {
 		Campaign: CampaignInfo{
 			ID: c.ID, Scenario: c.Scenario, Reference: o.reference(c), Algorithms: algorithms(ds),
 			Reps: c.Reps, Seed: c.Seed, Confidence: o.Confidence, Alpha: o.Alpha, Resamples: o.Resamples,
-			MinEffect: o.MinEffect,
+			MinEffect: o.MinEffect, SchemaVersion: ds.schema(),
 		},
-		Comparisons: []Comparison{}, Shares: []ShareResult{}, Health: []HealthResult{},
+		Comparisons: []Comparison{}, NotCompared: []NotCompared{}, Shares: []ShareResult{}, Health: []HealthResult{},
 		Warnings: slices.Clone(ds.Warnings),
 	}
 	if a.Warnings == nil {
@@ -250,23 +312,33 @@ func analyze(ds *dataset, o Options) *Analysis {
 	if c.Finished.IsZero() {
 		a.Warnings = append(a.Warnings, "the campaign has no finish time: it is unfinished or was interrupted")
 	}
+	var issues []runIssue
 	byAlg := map[string][]*runData{}
 	perRun := map[*runData]runMetrics{}
 	for _, r := range ds.Runs {
-		a.Warnings = append(a.Warnings, runWarnings(r)...)
+		issues = append(issues, runIssues(ds, r)...)
+		l := r.Run.Load
 		row := RunRow{
 			Index: r.Run.Index, Rep: r.Run.Rep, Algorithm: r.Run.Algorithm, Dir: r.Dir, Status: r.Run.Status,
-			Error: r.Run.Error, ResetVerified: r.Run.ResetVerified, TargetRate: r.Run.Load.TargetRate,
-			Sent: r.Run.Load.Sent, Errors: r.Run.Load.Errors, LateSends: r.Run.Load.LateSends,
+			Error: r.Run.Error, ResetVerified: r.Run.ResetVerified, TargetRate: l.TargetRate,
+			Sent: l.Sent, Errors: l.Errors, LateSends: l.LateSends, Valid: !ds.v2() || r.Run.Validity.Valid,
+			Reasons: r.Run.Validity.Reasons, ConnCapBound: l.ConnCapBound,
 		}
 		nan := Num(math.NaN())
-		row.P50, row.P90, row.P99, row.P999, row.Throughput, row.ErrorRate = nan, nan, nan, nan, nan, nan
+		row.P50, row.P99, row.P999, row.PessP99, row.Goodput, row.Throughput, row.ErrorRate = nan, nan, nan, nan, nan, nan, nan
+		row.SendLagP99, row.ConnWait99 = nan, nan
 		if r.ok() {
 			m := measure(r)
-			perRun[r] = m
-			byAlg[r.Run.Algorithm] = append(byAlg[r.Run.Algorithm], r)
-			row.P50, row.P90, row.P99, row.P999 = Num(m.P50), Num(m.P90), Num(m.P99), Num(m.P999)
+			row.P50, row.P99, row.P999 = Num(m.P50), Num(m.P99), Num(m.P999)
 			row.Throughput, row.ErrorRate = Num(m.Throughput), Num(m.ErrorRate)
+			if ds.v2() {
+				row.Goodput, row.PessP99 = Num(m.Goodput), Num(m.PessP99)
+				row.SendLagP99, row.ConnWait99 = Num(l.SendLag.P99), Num(l.ConnWait.P99)
+			}
+			if counted(ds, r) {
+				perRun[r] = m
+				byAlg[r.Run.Algorithm] = append(byAlg[r.Run.Algorithm], r)
+			}
 		}
 		a.Runs = append(a.Runs, row)
 	}
@@ -281,14 +353,19 @@ func analyze(ds *dataset, o Options) *Analysis {
 		return xs
 	}
 	minCI := stats.MinSamplesForCI(o.Confidence)
+	ms := metricsOf(ds)
 	for _, alg := range a.Campaign.Algorithms {
 		res := AlgorithmResult{Algorithm: alg, Runs: len(byAlg[alg])}
 		for _, r := range ds.Runs {
-			if r.Run.Algorithm == alg && !r.ok() {
+			switch {
+			case r.Run.Algorithm != alg:
+			case !r.ok():
 				res.Failed++
+			case !counted(ds, r):
+				res.Invalid++
 			}
 		}
-		for _, m := range metrics {
+		for _, m := range ms {
 			xs := values(alg, m)
 			s := stats.Summarize(xs, o.Confidence)
 			mr := MetricResult{Metric: m.Key, Unit: m.Unit, N: s.N, Median: Num(s.Median), Lo: Num(s.Lo), Hi: Num(s.Hi),
@@ -301,19 +378,26 @@ func analyze(ds *dataset, o Options) *Analysis {
 		a.Algorithms = append(a.Algorithms, res)
 		switch n := len(byAlg[alg]); {
 		case n == 0:
-			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has no successful run: no statistics for it", alg))
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has no valid successful run: no statistics for it", alg))
 		case n < minCI:
-			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d successful reps: a finite %.0f%% confidence interval of the median needs %d, so its cells show the min–max range", alg, n, o.Confidence*100, minCI))
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d valid runs: a finite %.0f%% confidence interval of the median needs %d, so its cells show the min–max range (†)", alg, n, o.Confidence*100, minCI))
 		}
 	}
 	ref := a.Campaign.Reference
-	if _, ok := byAlg[ref]; ok || slices.Contains(a.Campaign.Algorithms, ref) {
+	if slices.Contains(a.Campaign.Algorithms, ref) {
 		for _, alg := range a.Campaign.Algorithms {
 			if alg == ref {
 				continue
 			}
-			for _, m := range metrics {
-				a.Comparisons = append(a.Comparisons, compare(ref, alg, m, values(ref, m), values(alg, m), c.Seed, o))
+			if nr, na := len(byAlg[ref]), len(byAlg[alg]); nr < minRunsToCompare || na < minRunsToCompare {
+				a.NotCompared = append(a.NotCompared, NotCompared{alg, fmt.Sprintf("%s vs %s could not be made: %s, %s; a comparison needs at least %d valid runs of each",
+					ref, alg, runCount(a, ref), runCount(a, alg), minRunsToCompare)})
+				continue
+			}
+			for _, m := range ms {
+				if m.Tested {
+					a.Comparisons = append(a.Comparisons, compare(ref, alg, m, values(ref, m), values(alg, m), c.Seed, o))
+				}
 			}
 		}
 		a.Warnings = append(a.Warnings, decide(a.Comparisons, o)...)
@@ -322,14 +406,38 @@ func analyze(ds *dataset, o Options) *Analysis {
 	}
 	groups := groupOf(c)
 	for _, alg := range a.Campaign.Algorithms {
-		sh, h, warns := selection(alg, byAlg[alg], groups, c)
-		a.Warnings = append(a.Warnings, warns...)
+		sh, h, more := selection(alg, byAlg[alg], groups, c)
+		issues = append(issues, more...)
 		if sh != nil {
 			a.Shares = append(a.Shares, *sh)
 			a.Health = append(a.Health, *h)
 		}
 	}
+	a.Warnings = append(a.Warnings, groupIssues(issues)...)
 	return a
+}
+
+// runCount describes an algorithm's runs: "prequal has 3 valid runs" or
+// "prequal has 0 valid runs (3 invalid, 1 failed)".
+func runCount(a *Analysis, alg string) string {
+	for _, r := range a.Algorithms {
+		if r.Algorithm != alg {
+			continue
+		}
+		s := fmt.Sprintf("%s has %d valid run(s)", alg, r.Runs)
+		var left []string
+		if r.Invalid > 0 {
+			left = append(left, fmt.Sprintf("%d invalid", r.Invalid))
+		}
+		if r.Failed > 0 {
+			left = append(left, fmt.Sprintf("%d failed", r.Failed))
+		}
+		if len(left) > 0 {
+			s += " (" + strings.Join(left, ", ") + ")"
+		}
+		return s
+	}
+	return alg + " did not run"
 }
 
 // algorithms lists the campaign's algorithms, then any that ran but are
@@ -443,8 +551,8 @@ func delta(before, after []adminapi.State) windowDelta {
 }
 
 // selection computes shares and health for one algorithm's runs.
-func selection(alg string, runs []*runData, groups map[string]string, c *artifacts.Campaign) (*ShareResult, *HealthResult, []string) {
-	var warns []string
+func selection(alg string, runs []*runData, groups map[string]string, c *artifacts.Campaign) (*ShareResult, *HealthResult, []runIssue) {
+	var warns []runIssue
 	sh := &ShareResult{Algorithm: alg, Groups: []GroupShare{}, Backends: []BackendShare{}}
 	h := &HealthResult{Algorithm: alg, ProbeOutcomes: []Counter{}, PoolRemovals: []Counter{}}
 	outcomes, removals := map[string]uint64{}, map[string]uint64{}
@@ -462,12 +570,12 @@ func selection(alg string, runs []*runData, groups map[string]string, c *artifac
 	}
 	for _, r := range runs {
 		if r.Before == nil || r.After == nil {
-			warns = append(warns, fmt.Sprintf("run %s has no ingress state snapshots: its selection shares and probe counters are missing", r.Dir))
+			warns = append(warns, runIssue{issueNoSnapshots, r.Dir, ""})
 			continue
 		}
 		d := delta(r.Before, r.After)
 		if d.counterReset {
-			warns = append(warns, fmt.Sprintf("run %s: an ingress counter went backwards inside the window (reset or restart): its counts are partial", r.Dir))
+			warns = append(warns, runIssue{issueCounterReset, r.Dir, ""})
 		}
 		sh.Runs++
 		h.Runs++
@@ -509,7 +617,7 @@ func selection(alg string, runs []*runData, groups map[string]string, c *artifac
 			backendPicks[addr] += n
 		}
 		if total == 0 {
-			warns = append(warns, fmt.Sprintf("run %s: no picks recorded between the snapshots", r.Dir))
+			warns = append(warns, runIssue{issueNoPicks, r.Dir, ""})
 			continue
 		}
 		for addr := range allAddresses(replicas) {
@@ -601,43 +709,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// runWarnings lists what a careful reader must know about one run.
-func runWarnings(r *runData) []string {
-	var w []string
-	id := r.Dir
-	if !r.ok() {
-		msg := r.Run.Error
-		if msg == "" {
-			msg = "no error recorded"
-		}
-		return append(w, fmt.Sprintf("run %s failed and is excluded from the statistics: %s", id, msg))
-	}
-	if !r.Run.ResetVerified {
-		detail := ""
-		if r.Run.ResetDetail != "" {
-			detail = ": " + r.Run.ResetDetail
-		}
-		w = append(w, fmt.Sprintf("run %s: the reset before it was not verified%s", id, detail))
-	}
-	l := r.Run.Load
-	if l.TargetRate > 0 && l.AchievedRate < 0.99*l.TargetRate {
-		w = append(w, fmt.Sprintf("run %s achieved %.1f req/s of a %.1f req/s target (%.1f%%, under 99%%)", id, l.AchievedRate, l.TargetRate, 100*l.AchievedRate/l.TargetRate))
-	}
-	if l.LateSends > 0 && l.Sent > 0 && float64(l.LateSends) >= 0.001*float64(l.Sent) {
-		w = append(w, fmt.Sprintf("run %s: %d of %d sends (%.2f%%) left more than 1 ms late: the load generator could not keep the schedule", id, l.LateSends, l.Sent, 100*float64(l.LateSends)/float64(l.Sent)))
-	}
-	if l.Dropped > 0 {
-		w = append(w, fmt.Sprintf("run %s: %d scheduled sends were dropped (every load worker stuck for a whole timeout); they are in no latency or error figure", id, l.Dropped))
-	}
-	if l.Errors > 0 {
-		w = append(w, fmt.Sprintf("run %s had %d errors of %d requests (%.2f%%)%s", id, l.Errors, l.Sent, 100*float64(l.Errors)/math.Max(1, float64(l.Sent)), statusSummary(l.StatusCodes)))
-	}
-	if r.Series == nil {
-		w = append(w, fmt.Sprintf("run %s has no %s: it is missing from the p99-over-time plot", id, artifacts.TimeseriesFile))
-	}
-	return w
-}
-
 // statusSummary lists non-200 status codes in a stable order.
 func statusSummary(codes map[string]uint64) string {
 	var parts []string
@@ -650,7 +721,7 @@ func statusSummary(codes map[string]uint64) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	s := " — status "
+	s := "; status "
 	for i, p := range parts {
 		if i > 0 {
 			s += ", "

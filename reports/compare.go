@@ -25,11 +25,38 @@ type MetricChange struct {
 	OldMedian Num    `json:"old_median"`
 	NewMedian Num    `json:"new_median"`
 	// Ratio is new / old.
-	Ratio     Num    `json:"ratio"`
-	P         Num    `json:"p"`
-	Gated     bool   `json:"gated"`
-	Regressed bool   `json:"regressed"`
-	Verdict   string `json:"verdict"`
+	Ratio     Num  `json:"ratio"`
+	P         Num  `json:"p"`
+	Gated     bool `json:"gated"`
+	Regressed bool `json:"regressed"`
+	// Undetectable marks a gated metric whose run counts cannot reach
+	// p < alpha: a regression there could not have been detected.
+	Undetectable bool   `json:"undetectable"`
+	Verdict      string `json:"verdict"`
+}
+
+// CompareResult is the outcome of Compare.
+type CompareResult struct {
+	// Regressed is true when a gated metric regressed significantly.
+	Regressed bool
+	// Gated counts the gated metrics compared; Undetectable those of them
+	// whose run counts could not have shown a regression.
+	Gated, Undetectable int
+}
+
+// Summary is the one-line outcome for a terminal.
+func (r CompareResult) Summary() string {
+	switch {
+	case r.Regressed:
+		return "regressed"
+	case r.Gated == 0:
+		return "nothing compared"
+	case r.Undetectable == r.Gated:
+		return "cannot detect a regression (too few runs)"
+	case r.Undetectable > 0:
+		return fmt.Sprintf("no significant regression in %d gated metrics; %d could not have shown one (too few runs)", r.Gated-r.Undetectable, r.Undetectable)
+	}
+	return "no significant regression"
 }
 
 // Compare compares the campaign in newDir against the one in oldDir (same
@@ -38,47 +65,60 @@ type MetricChange struct {
 // with p < alpha, throughput lower by more than the threshold with
 // p < alpha, or an error rate above old × (1 + threshold) and at least
 // 0.1 percentage points higher.
-func Compare(newDir, oldDir string, opts Options) (regressed bool, err error) {
+func Compare(newDir, oldDir string, opts Options) (CompareResult, error) {
+	var res CompareResult
 	o, err := opts.withDefaults()
 	if err != nil {
-		return false, err
+		return res, err
 	}
 	nds, err := load(newDir)
 	if err != nil {
-		return false, err
+		return res, err
 	}
 	ods, err := load(oldDir)
 	if err != nil {
-		return false, err
+		return res, err
+	}
+	if nv, ov := nds.schema(), ods.schema(); nv != ov {
+		return res, badInput("reports: compare: field schema_version differs: %s has %d, %s has %d; "+
+			"v1 latencies cover every answer and v1 throughput counts completions, so the two do not measure the same quantities "+
+			"(rerun the older campaign with this prequalbench)", newDir, nv, oldDir, ov)
 	}
 	if nds.Campaign.Scenario != ods.Campaign.Scenario {
-		return false, badInput("reports: compare: %s ran scenario %q but %s ran %q: only campaigns of the same scenario compare",
+		return res, badInput("reports: compare: %s ran scenario %q but %s ran %q: only campaigns of the same scenario compare",
 			newDir, nds.Campaign.Scenario, oldDir, ods.Campaign.Scenario)
 	}
 	changes, notes := compareDatasets(nds, ods, o)
-	var buf bytes.Buffer
-	writeCompare(&buf, nds, ods, changes, notes, o)
-	if err := artifacts.WriteFileAtomic(filepath.Join(newDir, CompareFile), buf.Bytes()); err != nil {
-		return false, fmt.Errorf("reports: compare: %w", err)
-	}
 	for _, c := range changes {
-		regressed = regressed || c.Regressed
+		res.Regressed = res.Regressed || c.Regressed
+		if c.Gated {
+			res.Gated++
+		}
+		if c.Undetectable {
+			res.Undetectable++
+		}
 	}
-	return regressed, nil
+	var buf bytes.Buffer
+	writeCompare(&buf, nds, ods, changes, notes, res, o)
+	if err := artifacts.WriteFileAtomic(filepath.Join(newDir, CompareFile), buf.Bytes()); err != nil {
+		return res, fmt.Errorf("reports: compare: %w", err)
+	}
+	return res, nil
 }
 
-// okValues returns each algorithm's per-run values of every metric.
+// okValues returns each algorithm's per-run values of every metric over
+// its finished, valid runs.
 func okValues(ds *dataset) map[string]map[string][]float64 {
 	out := map[string]map[string][]float64{}
 	for _, r := range ds.Runs {
-		if !r.ok() {
+		if !counted(ds, r) {
 			continue
 		}
 		m := measure(r)
 		if out[r.Run.Algorithm] == nil {
 			out[r.Run.Algorithm] = map[string][]float64{}
 		}
-		for _, mt := range metrics {
+		for _, mt := range metricsOf(ds) {
 			out[r.Run.Algorithm][mt.Key] = append(out[r.Run.Algorithm][mt.Key], mt.get(m))
 		}
 	}
@@ -94,10 +134,13 @@ func compareDatasets(nds, ods *dataset, o Options) ([]MetricChange, []string) {
 	}
 	for _, alg := range algorithms(nds) {
 		if ov[alg] == nil || nv[alg] == nil {
-			notes = append(notes, fmt.Sprintf("%s has successful runs in only one of the two campaigns: not compared", alg))
+			notes = append(notes, fmt.Sprintf("%s has valid runs in only one of the two campaigns: not compared", alg))
 			continue
 		}
-		for _, m := range metrics {
+		for _, m := range metricsOf(nds) {
+			if !m.Tested {
+				continue
+			}
 			changes = append(changes, compareMetric(alg, m, ov[alg][m.Key], nv[alg][m.Key], o))
 		}
 	}
@@ -118,9 +161,10 @@ func compareMetric(alg string, m metric, old, cur []float64, o Options) MetricCh
 	worse := (m.LowerBetter && r > 1+o.Threshold) || (!m.LowerBetter && r < 1-o.Threshold)
 	better := (m.LowerBetter && r < 1-o.Threshold) || (!m.LowerBetter && r > 1+o.Threshold)
 	switch m.Key {
-	case "p50_ms", "p99_ms", "p999_ms", "throughput_rps":
+	case "p50_ms", "p99_ms", "p999_ms", "throughput_rps", "goodput_rps":
 		c.Gated = true
 		c.Regressed = worse && sig
+		c.Undetectable = !(u.MinP < o.Alpha)
 	case "error_rate":
 		c.Gated = true
 		c.Regressed = nm > om*(1+o.Threshold) && nm-om >= errorRateFloor
@@ -132,8 +176,8 @@ func compareMetric(alg string, m metric, old, cur []float64, o Options) MetricCh
 		c.Verdict = "higher, within threshold"
 	case m.Key == "error_rate":
 		c.Verdict = "ok"
-	case !sig && u.MinP >= o.Alpha:
-		c.Verdict = fmt.Sprintf("~ (too few runs: %d vs %d)", len(old), len(cur))
+	case !sig && !(u.MinP < o.Alpha):
+		c.Verdict = fmt.Sprintf("cannot detect (%d vs %d runs: smallest possible p %s)", len(old), len(cur), fmtP(u.MinP))
 	case !sig:
 		c.Verdict = "~ (not significant)"
 	case worse:
@@ -146,22 +190,34 @@ func compareMetric(alg string, m metric, old, cur []float64, o Options) MetricCh
 	return c
 }
 
-func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, notes []string, o Options) {
+func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, notes []string, res CompareResult, o Options) {
 	p := func(format string, args ...any) { fmt.Fprintf(buf, format, args...) }
 	p("# %s — campaign %s compared with %s\n\n", nds.Campaign.Scenario, nds.Campaign.ID, ods.Campaign.ID)
-	p("Each row compares the median across successful runs of the old campaign with the new one; p is a two-sided "+
-		"Mann–Whitney U test over runs. A metric regresses when p50, p99 or p99.9 got more than %.0f%% worse, or throughput "+
-		"fell more than %.0f%%, with p < %.2g; or when the error rate rose more than %.0f%% and by at least %.1f percentage points.\n\n",
-		o.Threshold*100, o.Threshold*100, o.Alpha, o.Threshold*100, errorRateFloor*100)
+	rate := "goodput"
+	if !nds.v2() {
+		rate = "throughput"
+	}
+	p("Each row compares the median across valid runs of the old campaign with the new one; p is a two-sided "+
+		"Mann–Whitney U test over runs (not corrected for the number of rows: the threshold guards against small changes). "+
+		"A metric regresses when p50, p99 or p99.9 got more than %.0f%% worse, or %s "+
+		"fell more than %.0f%%, with p < %.2g; or when the error rate rose more than %.0f%% and by at least %.1f percentage points. "+
+		"\"cannot detect\" means the run counts cannot give p < %.2g, so a regression there would have passed unseen.\n\n",
+		o.Threshold*100, rate, o.Threshold*100, o.Alpha, o.Threshold*100, errorRateFloor*100, o.Alpha)
 	var regs []string
 	for _, c := range changes {
 		if c.Regressed {
 			regs = append(regs, c.Algorithm+" "+metricByKey(c.Metric).Label)
 		}
 	}
-	if len(regs) > 0 {
+	switch {
+	case len(regs) > 0:
 		p("**Verdict: regressed** (%d): %s.\n\n", len(regs), joinComma(regs))
-	} else {
+	case res.Gated > 0 && res.Undetectable == res.Gated:
+		p("**Verdict: cannot detect a regression**: no gated latency or rate metric has enough runs on both sides to reach p < %.2g.\n\n", o.Alpha)
+	case res.Undetectable > 0:
+		p("**Verdict: no significant regression** among the gated metrics that could show one; %d of %d could not (too few runs).\n\n",
+			res.Undetectable, res.Gated)
+	default:
 		p("**Verdict: no significant regression.**\n\n")
 	}
 	for _, n := range notes {
@@ -176,13 +232,13 @@ func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, 
 		f := formatter(c.Metric)
 		label := fmt.Sprintf("%s (%s)", m.Label, m.Unit)
 		if c.Metric == "error_rate" {
-			label = "error rate"
+			label = m.Label
 		}
 		rows = append(rows, []string{c.Algorithm, label, f(float64(c.OldMedian)), f(float64(c.NewMedian)),
 			fmtRatio(float64(c.Ratio)), fmtP(float64(c.P)), c.Verdict})
 	}
 	if len(rows) == 0 {
-		p("Nothing to compare: no algorithm has successful runs in both campaigns.\n")
+		p("Nothing to compare: no algorithm has valid runs in both campaigns.\n")
 		return
 	}
 	mdTable(buf, []string{"algorithm", "metric", "old", "new", "new/old", "p", "verdict"}, rows, 2, 3, 4, 5)

@@ -25,7 +25,8 @@ func regressedSpec(reps int) reportstest.Spec {
 func TestCompare_PlantedP99RegressionFails(t *testing.T) {
 	old := fixture(t, reportstest.Default(4))
 	cur := fixture(t, regressedSpec(4))
-	regressed, err := reports.Compare(cur, old, reports.Options{})
+	res, err := reports.Compare(cur, old, reports.Options{})
+	regressed := res.Regressed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,8 @@ func TestCompare_PlantedP99RegressionFails(t *testing.T) {
 
 func TestCompare_IdenticalCampaignsPass(t *testing.T) {
 	dir := fixture(t, reportstest.Default(4))
-	regressed, err := reports.Compare(dir, dir, reports.Options{})
+	res, err := reports.Compare(dir, dir, reports.Options{})
+	regressed := res.Regressed
 	if err != nil || regressed {
 		t.Fatalf("identical campaigns: regressed %v, err %v", regressed, err)
 	}
@@ -60,13 +62,13 @@ func TestCompare_RegressionWithinThresholdOrTooFewRepsPasses(t *testing.T) {
 	old := fixture(t, reportstest.Default(4))
 	cur := fixture(t, regressedSpec(4))
 	// A 150% threshold tolerates the doubling.
-	if regressed, err := reports.Compare(cur, old, reports.Options{Threshold: 1.5}); err != nil || regressed {
-		t.Errorf("threshold 1.5: regressed %v, err %v", regressed, err)
+	if res, err := reports.Compare(cur, old, reports.Options{Threshold: 1.5}); err != nil || res.Regressed {
+		t.Errorf("threshold 1.5: regressed %v, err %v", res.Regressed, err)
 	}
 	// With 3 reps per side p >= 0.1: never significant.
 	old3, cur3 := fixture(t, reportstest.Default(3)), fixture(t, regressedSpec(3))
-	if regressed, err := reports.Compare(cur3, old3, reports.Options{}); err != nil || regressed {
-		t.Errorf("3 reps: regressed %v, err %v", regressed, err)
+	if res, err := reports.Compare(cur3, old3, reports.Options{}); err != nil || res.Regressed {
+		t.Errorf("3 reps: regressed %v, err %v", res.Regressed, err)
 	}
 }
 
@@ -76,9 +78,10 @@ func TestCompare_ErrorRateRiseFails(t *testing.T) {
 	p := s.Profiles["round-robin"]
 	p.ErrorRate = 0.05
 	s.Profiles["round-robin"] = p
-	regressed, err := reports.Compare(fixture(t, s), old, reports.Options{})
+	res, err := reports.Compare(fixture(t, s), old, reports.Options{})
+	regressed := res.Regressed
 	if err != nil || !regressed {
-		t.Errorf("error rate 0 → 5%%: regressed %v, err %v", regressed, err)
+		t.Errorf("error rate 0 → 5%%: regressed %v, err %v", res.Regressed, err)
 	}
 }
 
@@ -88,5 +91,34 @@ func TestCompare_DifferentScenariosRefused(t *testing.T) {
 	_, err := reports.Compare(fixture(t, s), fixture(t, reportstest.Default(4)), reports.Options{})
 	if err == nil || !reports.IsBadInput(err) || !strings.Contains(err.Error(), "same scenario") {
 		t.Errorf("err = %v, want a bad-input error about the scenario", err)
+	}
+}
+
+func TestCompare_DifferentSchemaVersionsRefused(t *testing.T) {
+	old := reportstest.Default(4)
+	old.SchemaV1 = true
+	_, err := reports.Compare(fixture(t, reportstest.Default(4)), fixture(t, old), reports.Options{})
+	if err == nil || !reports.IsBadInput(err) || !strings.Contains(err.Error(), "schema_version differs") {
+		t.Errorf("err = %v, want a bad-input error naming schema_version", err)
+	}
+}
+
+func TestCompare_TooFewRunsSayCannotDetect(t *testing.T) {
+	old, cur := fixture(t, reportstest.Default(3)), fixture(t, regressedSpec(3))
+	res, err := reports.Compare(cur, old, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Regressed || res.Gated == 0 || res.Undetectable != res.Gated-2 {
+		// Error rate is gated by its floor, not by p: it stays detectable.
+		t.Errorf("result %+v, want every p-gated metric undetectable", res)
+	}
+	b, err := os.ReadFile(filepath.Join(cur, reports.CompareFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	if !strings.Contains(md, "cannot detect (3 vs 3 runs") || strings.Contains(md, "**Verdict: no significant regression.**") {
+		t.Errorf("COMPARE.md:\n%s", md)
 	}
 }

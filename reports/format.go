@@ -93,7 +93,7 @@ func fmtFloat(v float64) string {
 // formatter returns the value printer for a metric.
 func formatter(key string) func(float64) string {
 	switch key {
-	case "throughput_rps":
+	case "throughput_rps", "goodput_rps":
 		return fmtRate
 	case "error_rate":
 		return fmtPct

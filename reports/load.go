@@ -43,10 +43,20 @@ func (r *runData) ok() bool { return r.Run.Status == artifacts.StatusOK }
 
 // point is one row of timeseries.csv.
 type point struct {
-	Second                      int
-	Sent, Completed, Errs, Late uint64
-	P50, P99                    float64
+	Second int
+	// Answered is the second's successes (schema v2) or answers of any
+	// kind (v1): the requests its percentiles cover.
+	Sent, Answered, Errs, Late uint64
+	P50, P99                   float64
 }
+
+// schema returns the campaign's schema version (1 for artifacts that
+// predate the field).
+func (ds *dataset) schema() int { return max(1, ds.Campaign.SchemaVersion) }
+
+// v2 reports whether the artifacts carry goodput, success and pessimistic
+// latency, generator fidelity and validity.
+func (ds *dataset) v2() bool { return ds.schema() >= 2 }
 
 // errBadInput marks errors in the campaign directory itself (missing or
 // malformed campaign.json, an unreadable run), as opposed to a report that
@@ -75,6 +85,10 @@ func load(dir string) (*dataset, error) {
 		return nil, err
 	}
 	c := &ds.Campaign
+	if c.SchemaVersion > artifacts.SchemaVersion || c.SchemaVersion < 0 {
+		return nil, badInput("reports: %s: field schema_version is %d, this prequalbench reads 1 to %d (a newer prequalbench wrote it)",
+			filepath.Join(dir, artifacts.CampaignFile), c.SchemaVersion, artifacts.SchemaVersion)
+	}
 	if c.Scenario == "" {
 		return nil, badInput("reports: %s: field scenario is empty, want the scenario name", filepath.Join(dir, artifacts.CampaignFile))
 	}
@@ -86,7 +100,7 @@ func load(dir string) (*dataset, error) {
 	inPlan := map[string]bool{}
 	for _, p := range plan {
 		inPlan[filepath.Clean(p.Dir)] = true
-		rd, err := loadRun(dir, p)
+		rd, err := loadRun(dir, p, ds.schema())
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +124,7 @@ func load(dir string) (*dataset, error) {
 }
 
 // loadRun reads one planned run; it returns nil, nil when run.json is absent.
-func loadRun(dir string, p artifacts.PlannedRun) (*runData, error) {
+func loadRun(dir string, p artifacts.PlannedRun, schema int) (*runData, error) {
 	rel := filepath.Clean(p.Dir)
 	if rel == "." || rel == "" || filepath.IsAbs(rel) || strings.HasPrefix(rel, "..") {
 		return nil, badInput("reports: plan entry %d: field dir %q, want a path inside the campaign directory", p.Index, p.Dir)
@@ -143,7 +157,7 @@ func loadRun(dir string, p artifacts.PlannedRun) (*runData, error) {
 		return nil, badInput("reports: %s: %v", histPath, err)
 	}
 	rd.Hist = h
-	if rd.Series, err = readSeries(filepath.Join(runDir, artifacts.TimeseriesFile)); err != nil {
+	if rd.Series, err = readSeries(filepath.Join(runDir, artifacts.TimeseriesFile), schema); err != nil {
 		return nil, err
 	}
 	if rd.Before, err = readStates(filepath.Join(runDir, artifacts.StateBefore)); err != nil {
@@ -182,8 +196,14 @@ func readStates(path string) ([]adminapi.State, error) {
 	return s, nil
 }
 
-// readSeries parses timeseries.csv; a missing file gives nil.
-func readSeries(path string) ([]point, error) {
+// readSeries parses timeseries.csv of the given schema; a missing file
+// gives nil. The CPU columns of v2 may be empty (not measurable).
+func readSeries(path string, schema int) ([]point, error) {
+	header := artifacts.TimeseriesHeader
+	if schema < 2 {
+		header = artifacts.TimeseriesHeaderV1
+	}
+	nfields := len(strings.Split(header, ","))
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -199,8 +219,8 @@ func readSeries(path string) ([]point, error) {
 		line++
 		text := strings.TrimSpace(sc.Text())
 		if line == 1 {
-			if text != artifacts.TimeseriesHeader {
-				return nil, badInput("reports: %s:1: header %q, want %q", path, text, artifacts.TimeseriesHeader)
+			if text != header {
+				return nil, badInput("reports: %s:1: header %q, want %q (schema v%d)", path, text, header, schema)
 			}
 			continue
 		}
@@ -208,8 +228,8 @@ func readSeries(path string) ([]point, error) {
 			continue
 		}
 		fields := strings.Split(text, ",")
-		if len(fields) != 7 {
-			return nil, badInput("reports: %s:%d: %d fields, want 7 (%s)", path, line, len(fields), artifacts.TimeseriesHeader)
+		if len(fields) != nfields {
+			return nil, badInput("reports: %s:%d: %d fields, want %d (%s)", path, line, len(fields), nfields, header)
 		}
 		var p point
 		var errs []error
@@ -224,8 +244,13 @@ func readSeries(path string) ([]point, error) {
 			return v
 		}
 		p.Second = int(atoi(fields[0]))
-		p.Sent, p.Completed, p.Errs, p.Late = atoi(fields[1]), atoi(fields[2]), atoi(fields[3]), atoi(fields[4])
+		p.Sent, p.Answered, p.Errs, p.Late = atoi(fields[1]), atoi(fields[2]), atoi(fields[3]), atoi(fields[4])
 		p.P50, p.P99 = atof(fields[5]), atof(fields[6])
+		for _, cpu := range fields[7:] {
+			if cpu != "" {
+				atof(cpu)
+			}
+		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, badInput("reports: %s:%d: %v", path, line, err)
 		}
@@ -235,7 +260,7 @@ func readSeries(path string) ([]point, error) {
 		return nil, badInput("reports: %s: %v", path, err)
 	}
 	if line == 0 {
-		return nil, badInput("reports: %s: empty, want the header %q", path, artifacts.TimeseriesHeader)
+		return nil, badInput("reports: %s: empty, want the header %q", path, header)
 	}
 	return pts, nil
 }

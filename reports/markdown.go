@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"strings"
 	"time"
 
@@ -32,12 +33,18 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 	}
 	p("**How to read this.** Each cell is the median across repetitions with its %.0f%% confidence interval in brackets "+
 		"(order statistics; marked † when there are too few reps for one, and the bracket is then the min–max range). "+
-		"Comparisons give the ratio of medians with a bootstrap %.0f%% interval over runs and a two-sided Mann–Whitney U p-value; "+
-		"\"not significant\" means these runs cannot tell the two apart at α = %.2g.\n\n",
-		o.Confidence*100, o.Confidence*100, o.Alpha)
-
+		"Comparisons give the ratio of medians with a bootstrap %.0f%% interval over runs and a two-sided Mann–Whitney U p-value, "+
+		"Holm-corrected over the report's tests; a winner is named only when that is significant at α = %.2g and the interval "+
+		"lies wholly outside ±%s.\n\n",
+		o.Confidence*100, o.Confidence*100, o.Alpha, fmtEffect(o.MinEffect))
+	if !ds.v2() {
+		p("**Schema v1 artifacts.** These runs predate goodput and validity: throughput counts in-window completions, " +
+			"errors included; latency percentiles cover every answer, failed requests included; no run checked its own validity, " +
+			"so every finished run is used. Rerun the campaign for goodput, success and pessimistic latency and validity.\n\n")
+	}
 	writeHeader(w, ds)
 	writeProtocol(w, ds)
+	writeValidity(w, ds, a)
 	p("## Warnings\n\n")
 	if len(a.Warnings) == 0 {
 		p("None: every run succeeded, was verified after its reset, met its target rate and had no errors.\n\n")
@@ -47,7 +54,7 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 		}
 		p("\n")
 	}
-	writeHeadline(w, a)
+	writeHeadline(w, ds, a)
 	writeComparisons(w, a)
 	writeShares(w, a)
 	writeHealth(w, a)
@@ -62,7 +69,7 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 			}
 		}
 	}
-	writeAppendix(w, a)
+	writeAppendix(w, ds, a)
 }
 
 // mdTable writes one markdown table; columns listed in right are
@@ -143,12 +150,11 @@ func writeHeader(w io.Writer, ds *dataset) {
 	if c.Finished.IsZero() {
 		dates = "started " + fmtTime(c.Started) + ", not finished"
 	}
-	scen := c.Scenario
-	if c.Description != "" {
-		scen += " — " + strings.TrimSpace(c.Description)
-	}
+	// The description is printed under the title; the cell keeps the name
+	// so the table stays narrow.
 	mdTable(w, []string{"", ""}, [][]string{
-		{"Scenario", scen},
+		{"Scenario", c.Scenario},
+		{"Schema", fmt.Sprintf("v%d", ds.schema())},
 		{"Environment", env},
 		{"Host", host},
 		{"Versions", versions},
@@ -226,19 +232,18 @@ func ciCell(m MetricResult) string {
 	return s
 }
 
-func writeHeadline(w io.Writer, a *Analysis) {
+func writeHeadline(w io.Writer, ds *dataset, a *Analysis) {
 	fmt.Fprintf(w, "## Headline\n\n")
-	header := []string{"algorithm", "runs"}
-	for _, m := range metrics {
-		unit := m.Unit
-		if m.Key == "error_rate" {
-			unit = "%"
-		}
-		header = append(header, fmt.Sprintf("%s (%s)", m.Label, unit))
+	header := []string{"algorithm", "valid runs"}
+	for _, m := range metricsOf(ds) {
+		header = append(header, fmt.Sprintf("%s (%s)", m.Label, m.Unit))
 	}
 	var rows [][]string
 	for _, alg := range a.Algorithms {
 		runs := fmt.Sprintf("%d", alg.Runs)
+		if alg.Invalid > 0 {
+			runs += fmt.Sprintf(" (+%d invalid)", alg.Invalid)
+		}
 		if alg.Failed > 0 {
 			runs += fmt.Sprintf(" (+%d failed)", alg.Failed)
 		}
@@ -248,14 +253,83 @@ func writeHeadline(w io.Writer, a *Analysis) {
 		}
 		rows = append(rows, row)
 	}
-	mdTable(w, header, rows, 1, 2, 3, 4, 5, 6, 7)
-	fmt.Fprintf(w, "Median across reps [%.0f%% CI]; † = too few reps for a CI, the bracket is the min–max range.\n\n", a.Campaign.Confidence*100)
+	right := []int{1}
+	for i := 2; i < len(header); i++ {
+		right = append(right, i)
+	}
+	mdTable(w, header, rows, right...)
+	fmt.Fprintf(w, "Median across valid reps [%.0f%% CI]; † = too few reps for a CI, the bracket is the min–max range.", a.Campaign.Confidence*100)
+	if ds.v2() {
+		if t := targetRate(ds); t > 0 {
+			fmt.Fprintf(w, " Goodput: successes (2xx/3xx) per second of the measured window, against a target of %s req/s.", fmtRate(t))
+		} else {
+			fmt.Fprintf(w, " Goodput: successes (2xx/3xx) per second of the measured window (closed loop: no target).")
+		}
+		fmt.Fprintf(w, " Error rate: failed requests (4xx, 5xx, timeouts, connection errors) over all sent."+
+			" p50–p99.9: latency of successes. Pessimistic: every request, each failure counted at the request timeout.")
+	}
+	fmt.Fprintf(w, "\n\n")
+	if len(a.NotCompared) > 0 && len(a.Comparisons) == 0 {
+		fmt.Fprintf(w, "**No ranking: the comparison could not be made.** Too few valid runs remain:\n\n")
+		for _, nc := range a.NotCompared {
+			fmt.Fprintf(w, "- %s\n", nc.Reason)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// targetRate is the campaign's open-loop target (the first run's).
+func targetRate(ds *dataset) float64 {
+	for _, r := range ds.Runs {
+		if r.ok() {
+			return r.Run.Load.TargetRate
+		}
+	}
+	return 0
+}
+
+// writeValidity lists the runs whose own validity check failed.
+func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
+	fmt.Fprintf(w, "## Validity\n\n")
+	if !ds.v2() {
+		fmt.Fprintf(w, "Not recorded (schema v1): every finished run is used.\n\n")
+		return
+	}
+	var rows [][]string
+	finished := 0
+	for _, r := range a.Runs {
+		if r.Status != "ok" {
+			continue
+		}
+		finished++
+		if !r.Valid {
+			reasons := strings.Join(r.Reasons, "; ")
+			if reasons == "" {
+				reasons = "no reason recorded"
+			}
+			rows = append(rows, []string{fmt.Sprintf("%d", r.Index), r.Algorithm, reasons})
+		}
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "Every finished run (%d) passed its own validity check (host headroom, generator on schedule).\n\n", finished)
+		return
+	}
+	fmt.Fprintf(w, "%d of %d finished runs are **invalid** and left out of the headline, the comparisons, the shares and the plots:\n\n", len(rows), finished)
+	mdTable(w, []string{"#", "algorithm", "why"}, rows, 0)
 }
 
 func writeComparisons(w io.Writer, a *Analysis) {
 	fmt.Fprintf(w, "## Comparisons against %s\n\n", a.Campaign.Reference)
+	for _, nc := range a.NotCompared {
+		fmt.Fprintf(w, "- %s.\n", nc.Reason)
+	}
+	if len(a.NotCompared) > 0 {
+		fmt.Fprintln(w)
+	}
 	if len(a.Comparisons) == 0 {
-		fmt.Fprintf(w, "No comparisons: the reference did not run, or it is the only algorithm.\n\n")
+		if len(a.NotCompared) == 0 {
+			fmt.Fprintf(w, "No comparisons: the reference did not run, or it is the only algorithm.\n\n")
+		}
 		return
 	}
 	fmt.Fprintf(w, "Ratio = %s's median / the other's; below 1 means %s is lower (better for latency and errors, worse for goodput). "+
@@ -371,7 +445,7 @@ func writeHealth(w io.Writer, a *Analysis) {
 	mdTable(w, header, rows, right...)
 }
 
-func writeAppendix(w io.Writer, a *Analysis) {
+func writeAppendix(w io.Writer, ds *dataset, a *Analysis) {
 	fmt.Fprintf(w, "## Per-run appendix\n\n")
 	if len(a.Runs) == 0 {
 		fmt.Fprintf(w, "No run was recorded.\n")
@@ -383,6 +457,9 @@ func writeAppendix(w io.Writer, a *Analysis) {
 		if r.Error != "" {
 			status += ": " + r.Error
 		}
+		if r.Status == "ok" && !r.Valid {
+			status = "INVALID"
+		}
 		reset := "verified"
 		if !r.ResetVerified {
 			reset = "NOT verified"
@@ -393,12 +470,31 @@ func writeAppendix(w io.Writer, a *Analysis) {
 		} else if r.TargetRate > 0 {
 			target = fmtRate(r.TargetRate)
 		}
-		rows = append(rows, []string{fmt.Sprintf("%d", r.Index), fmt.Sprintf("%d", r.Rep), r.Algorithm, status, reset,
-			fmtMs(float64(r.P50)), fmtMs(float64(r.P90)), fmtMs(float64(r.P99)), fmtMs(float64(r.P999)),
-			fmtRate(float64(r.Throughput)), target, fmtPct(float64(r.ErrorRate)), fmt.Sprintf("%d", r.LateSends), r.Dir})
+		row := []string{fmt.Sprintf("%d", r.Index), fmt.Sprintf("%d", r.Rep), r.Algorithm, status, reset}
+		if ds.v2() {
+			bound := fmt.Sprintf("%d", r.ConnCapBound)
+			if r.Status != "ok" {
+				bound = "—"
+			}
+			row = append(row, fmtRate(float64(r.Goodput)), target, fmtPct(float64(r.ErrorRate)),
+				fmtMs(float64(r.P50)), fmtMs(float64(r.P99)), fmtMs(float64(r.P999)), fmtMs(float64(r.PessP99)),
+				fmtMs(float64(r.SendLagP99)), fmtMs(float64(r.ConnWait99)), bound, path.Base(r.Dir))
+		} else {
+			row = append(row, fmtRate(float64(r.Throughput)), target, fmtPct(float64(r.ErrorRate)),
+				fmtMs(float64(r.P50)), fmtMs(float64(r.P99)), fmtMs(float64(r.P999)), fmt.Sprintf("%d", r.LateSends), path.Base(r.Dir))
+		}
+		rows = append(rows, row)
 	}
-	mdTable(w, []string{"#", "rep", "algorithm", "status", "reset", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
-		"req/s", "target req/s", "errors", "late sends", "directory"}, rows, 0, 1, 5, 6, 7, 8, 9, 10, 11, 12)
+	if ds.v2() {
+		fmt.Fprintf(w, "Latencies of successes; pess. = every request with failures at the timeout; send lag = actual minus intended send time; "+
+			"conn wait = send to getting a connection; cap bound = requests that waited for a connection because the connection cap was reached.\n\n")
+		mdTable(w, []string{"#", "rep", "algorithm", "status", "reset", "goodput req/s", "target req/s", "errors", "p50 ms", "p99 ms",
+			"p99.9 ms", "pess. p99 ms", "send lag p99 ms", "conn wait p99 ms", "cap bound", "directory"},
+			rows, 0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+		return
+	}
+	mdTable(w, []string{"#", "rep", "algorithm", "status", "reset", "req/s", "target req/s", "errors", "p50 ms", "p99 ms", "p99.9 ms",
+		"late sends", "directory"}, rows, 0, 1, 5, 6, 7, 8, 9, 10, 11)
 }
 
 // countTests is the size of the Holm family: comparisons with a p-value.

@@ -145,7 +145,7 @@ func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	for i, alg := range a.Campaign.Algorithms {
 		h := artifacts.NewHistogram()
 		for _, r := range ds.Runs {
-			if r.ok() && r.Run.Algorithm == alg {
+			if counted(ds, r) && r.Run.Algorithm == alg {
 				h.Merge(r.Hist)
 			}
 		}
@@ -197,11 +197,11 @@ func p99TimePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	for i, alg := range a.Campaign.Algorithms {
 		bySecond := map[int][]float64{}
 		for _, r := range ds.Runs {
-			if !r.ok() || r.Run.Algorithm != alg {
+			if !counted(ds, r) || r.Run.Algorithm != alg {
 				continue
 			}
 			for _, pt := range r.Series {
-				if pt.Completed > 0 && pt.P99 > 0 {
+				if pt.Answered > 0 && pt.P99 > 0 {
 					bySecond[pt.Second] = append(bySecond[pt.Second], pt.P99)
 				}
 			}

@@ -31,6 +31,9 @@ func TestBuild_GoldenReport(t *testing.T) {
 	spec := reportstest.Default(6)
 	spec.UnverifiedRuns = []int{3}
 	spec.FailRuns = []int{12}
+	spec.InvalidRuns = map[int][]string{5: {"host idle below 10% for 7 s of the window"}}
+	spec.SendLagP99Ms = map[int]float64{7: 38}
+	spec.ConnCapBound = map[int]uint64{2: 412, 4: 1}
 	p := spec.Profiles["round-robin"]
 	p.ErrorRate, p.RateFactor = 0.01, 0.95
 	spec.Profiles["round-robin"] = p
@@ -60,7 +63,8 @@ func TestBuild_GoldenReport(t *testing.T) {
 	for _, want := range []string{
 		"## Headline", "## Comparisons against prequal", "p = ", "significant", "### prequal (6 runs)",
 		"![", "(plots/latency-percentiles.svg)", "(plots/p99-over-time.svg)", "(plots/selection-shares.svg)",
-		"failed and is excluded", "was not verified", "under 99%", "errors of", "## Per-run appendix",
+		"Failed runs", "not verified", "Goodput under 99%", "Requests failed", "## Per-run appendix",
+		"## Validity", "host idle below 10%", "send-lag p99 38.0 ms", "1 run: 02-rep1-round-robin (412 of 3000 requests",
 	} {
 		if !bytes.Contains(got, []byte(want)) {
 			t.Errorf("REPORT.md lacks %q", want)
@@ -158,7 +162,7 @@ func firstAlg(t *testing.T, dir string) string {
 }
 
 // flipOneByte changes one byte that the report depends on: a digit of the
-// achieved rate in run.json, or a character in the middle of the base64
+// goodput in run.json, or a character in the middle of the base64
 // histogram.
 func flipOneByte(t *testing.T, path, kind string) {
 	t.Helper()
@@ -168,7 +172,7 @@ func flipOneByte(t *testing.T, path, kind string) {
 	}
 	i := len(b) / 2
 	if kind == artifacts.RunFile {
-		i = bytes.Index(b, []byte(`"achieved_rate": `)) + len(`"achieved_rate": `)
+		i = bytes.Index(b, []byte(`"goodput": `)) + len(`"goodput": `)
 	}
 	switch {
 	case b[i] >= '0' && b[i] < '9':

@@ -36,6 +36,8 @@ DIR/REPORT.md and DIR/plots/*.svg. The same artifacts always give the same bytes
   report DIR                   write REPORT.md and plots
   report DIR --check           exit 1 when REPORT.md or a plot differs from the artifacts
   report NEW --compare OLD     write NEW/COMPARE.md; exit 1 on a significant regression
+                               (exit 0 but "cannot detect" when too few runs could show one;
+                               campaigns of different schema_version are refused)
   report DIR -o json           print the aggregated numbers as JSON
 
 Exit codes: 0 ok, 1 check failed or regression, 2 bad input.`,
@@ -84,15 +86,15 @@ func runReport(cmd *cobra.Command, dir string, f *reportFlags) error {
 		fmt.Fprintf(out, "%s and plots match the artifacts in %s\n", artifacts.ReportFile, dir)
 		return nil
 	case f.compare != "":
-		regressed, err := reports.Compare(dir, f.compare, opts)
+		res, err := reports.Compare(dir, f.compare, opts)
 		if err != nil {
 			return classify(err)
 		}
 		path := filepath.Join(dir, reports.CompareFile)
-		if regressed {
+		if res.Regressed {
 			return &exitError{1, fmt.Errorf("report: %s regressed against %s (see %s)", dir, f.compare, path)}
 		}
-		fmt.Fprintf(out, "no significant regression; wrote %s\n", path)
+		fmt.Fprintf(out, "%s; wrote %s\n", res.Summary(), path)
 		return nil
 	}
 	if err := reports.Build(dir, opts); err != nil {

@@ -48,7 +48,7 @@ func TestReportCommand_BuildCheckAndTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(b, []byte(`"achieved_rate": 1`)) + len(`"achieved_rate": `)
+	i := bytes.Index(b, []byte(`"goodput": 1`)) + len(`"goodput": `)
 	b[i] = '2' // 150 -> 250 req/s
 	if err := os.WriteFile(run, b, 0o644); err != nil {
 		t.Fatal(err)

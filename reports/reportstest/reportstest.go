@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -27,8 +29,11 @@ type Profile struct {
 	// Herd concentrates the fast group's picks on its first replicas
 	// (0 = even).
 	Herd float64
-	// ErrorRate is the fraction of requests that fail.
+	// ErrorRate is the fraction of requests that fail (5xx); FastFail says
+	// they fail at once (an instant 503), otherwise they fail at the body's
+	// latency. Failures are not in the success histogram (schema v2).
 	ErrorRate float64
+	FastFail  bool
 	// RateFactor scales the achieved rate against the target (default 1).
 	RateFactor float64
 	// Probes is true for algorithms that probe (prequal).
@@ -50,7 +55,20 @@ type Spec struct {
 	TargetRate        float64
 	// FailRuns and UnverifiedRuns hold plan indexes (1-based).
 	FailRuns, UnverifiedRuns []int
+	// InvalidRuns maps plan indexes to the reasons their runs are invalid.
+	InvalidRuns map[int][]string
+	// SendLagP99Ms maps plan indexes to a send-lag p99 (default 0.8 ms);
+	// ConnCapBound to a count of requests the connection cap held back.
+	SendLagP99Ms map[int]float64
+	ConnCapBound map[int]uint64
+	// SchemaV1 writes artifacts of schema v1 (before goodput and validity):
+	// no schema_version, latencies of every answer, the v1 time series.
+	SchemaV1 bool
 }
+
+// TimeoutMs is the request timeout the fixture's pessimistic view counts
+// failures at.
+const TimeoutMs = 10000
 
 // Default returns a 2-algorithm, n-rep heterogeneous campaign in which
 // prequal has a much shorter tail than round-robin.
@@ -71,7 +89,8 @@ func Write(dir string, s Spec) error {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x5eed))
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := artifacts.Campaign{
-		ID: s.ID, Scenario: s.Scenario, Description: "Synthetic fixture: " + fmt.Sprint(s.Fast) + " fast and " + fmt.Sprint(s.Slow) + " slow replicas.",
+		SchemaVersion: artifacts.SchemaVersion,
+		ID:            s.ID, Scenario: s.Scenario, Description: "Synthetic fixture: " + fmt.Sprint(s.Fast) + " fast and " + fmt.Sprint(s.Slow) + " slow replicas.",
 		ScenarioYAML: "name: " + s.Scenario + "\nload:\n  model: open\n  rate: " + fmt.Sprint(s.TargetRate) + "\n",
 		Environment: artifacts.Environment{
 			Name: "local", IngressReplicas: s.IngressReplicas, OS: "linux", Arch: "amd64", CPUs: 2,
@@ -104,6 +123,9 @@ func Write(dir string, s Spec) error {
 		}
 	}
 	c.Finished = base.Add(time.Duration(len(c.Plan)) * time.Minute)
+	if s.SchemaV1 {
+		c.SchemaVersion = 0
+	}
 	return artifacts.WriteJSON(filepath.Join(dir, artifacts.CampaignFile), c)
 }
 
@@ -133,9 +155,15 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		return artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run)
 	}
 	jitter := 1 + 0.04*rng.NormFloat64()
-	h := artifacts.NewHistogram()
+	h, pess := artifacts.NewHistogram(), artifacts.NewHistogram()
 	var errs uint64
 	secP99 := make([][]float64, s.Seconds)
+	record := func(h *hdrhistogram.Histogram, ms float64) error {
+		if err := h.RecordValue(int64(ms * 1000)); err != nil {
+			return fmt.Errorf("reportstest: %w", err)
+		}
+		return nil
+	}
 	for i := 0; i < s.Requests; i++ {
 		var ms float64
 		if rng.Float64() < prof.TailFrac {
@@ -143,20 +171,36 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		} else {
 			ms = prof.MedianMs * jitter * math.Exp(0.3*rng.NormFloat64())
 		}
-		if rng.Float64() < prof.ErrorRate {
-			errs++
-		}
-		if err := h.RecordValue(int64(ms * 1000)); err != nil {
-			return fmt.Errorf("reportstest: %w", err)
+		failed := rng.Float64() < prof.ErrorRate
+		if failed && prof.FastFail {
+			ms = 0.2
 		}
 		sec := i * s.Seconds / s.Requests
-		secP99[sec] = append(secP99[sec], ms)
+		switch {
+		case s.SchemaV1:
+			// v1: one histogram of every answer, failures included.
+			if err := record(h, ms); err != nil {
+				return err
+			}
+			secP99[sec] = append(secP99[sec], ms)
+		case failed:
+			if err := record(pess, TimeoutMs); err != nil {
+				return err
+			}
+		default:
+			if err := record(h, ms); err != nil {
+				return err
+			}
+			if err := record(pess, ms); err != nil {
+				return err
+			}
+			secP99[sec] = append(secP99[sec], ms)
+		}
+		if failed {
+			errs++
+		}
 	}
-	enc, err := artifacts.EncodeHistogram(h)
-	if err != nil {
-		return err
-	}
-	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.HistogramFile), enc); err != nil {
+	if err := writeHist(filepath.Join(runDir, artifacts.HistogramFile), h); err != nil {
 		return err
 	}
 	sent := uint64(s.Requests)
@@ -169,21 +213,37 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		Max: artifacts.Millis(h.Max()), Mean: h.Mean() / 1000, Count: h.TotalCount(),
 	}
 	if errs > 0 {
-		run.Load.StatusCodes["502"] = errs
+		run.Load.StatusCodes["503"] = errs
+	}
+	if !s.SchemaV1 {
+		if err := fillV2(&run, s, p, h, pess, rng, prof.RateFactor); err != nil {
+			return err
+		}
+		if err := writeHist(filepath.Join(runDir, artifacts.PessimisticHistogramFile), pess); err != nil {
+			return err
+		}
 	}
 	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
 		return err
 	}
 	var ts strings.Builder
-	ts.WriteString(artifacts.TimeseriesHeader + "\n")
+	header := artifacts.TimeseriesHeader
+	if s.SchemaV1 {
+		header = artifacts.TimeseriesHeaderV1
+	}
+	ts.WriteString(header + "\n")
 	per := uint64(s.Requests / s.Seconds)
 	for sec, xs := range secP99 {
 		h1 := artifacts.NewHistogram()
 		for _, x := range xs {
 			_ = h1.RecordValue(int64(x * 1000))
 		}
-		fmt.Fprintf(&ts, "%d,%d,%d,%d,%d,%.3f,%.3f\n", sec, per, per, 0, 0,
+		fmt.Fprintf(&ts, "%d,%d,%d,%d,%d,%.3f,%.3f", sec, per, len(xs), 0, 0,
 			artifacts.Millis(h1.ValueAtQuantile(50)), artifacts.Millis(h1.ValueAtQuantile(99)))
+		if !s.SchemaV1 {
+			fmt.Fprintf(&ts, ",%.1f,%.1f,%.1f,%.1f", 60.0, 12.5, 30.0, 20.0)
+		}
+		ts.WriteString("\n")
 	}
 	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), []byte(ts.String())); err != nil {
 		return err
@@ -242,4 +302,45 @@ func snapshots(s Spec, c artifacts.Campaign, alg string, prof Profile, total uin
 		after = append(after, mk(true))
 	}
 	return before, after
+}
+
+func writeHist(path string, h *hdrhistogram.Histogram) error {
+	enc, err := artifacts.EncodeHistogram(h)
+	if err != nil {
+		return err
+	}
+	return artifacts.WriteFileAtomic(path, enc)
+}
+
+// fillV2 sets run.json's schema v2 fields from the two histograms.
+func fillV2(run *artifacts.Run, s Spec, p artifacts.PlannedRun, h, pess *hdrhistogram.Histogram, rng *rand.Rand, rateFactor float64) error {
+	l := &run.Load
+	l.Succeeded = uint64(h.TotalCount())
+	l.Failed5xx = l.Errors
+	l.Goodput = math.Round(float64(l.Succeeded)/float64(s.Seconds)*rateFactor*10) / 10
+	l.ErrorRate = float64(l.Errors) / float64(l.Sent)
+	l.Success = percentiles(h)
+	l.Pessimistic = percentiles(pess)
+	lag := 0.8
+	if v, ok := s.SendLagP99Ms[p.Index]; ok {
+		lag = v
+	}
+	l.SendLag = artifacts.Percentiles{P50: 0.2, P90: lag / 2, P99: lag, P999: lag * 1.5, Max: lag * 2, Mean: 0.3, Count: int64(l.Sent)}
+	l.ConnWait = artifacts.Percentiles{P50: 0.05, P90: 0.1, P99: 0.2 + 0.01*rng.Float64(), P999: 0.5, Max: 1, Mean: 0.06, Count: int64(l.Sent)}
+	l.ConnCap = 256
+	l.ConnCapBound = s.ConnCapBound[p.Index]
+	if l.ConnCapBound > 0 {
+		l.ConnWait.P99, l.ConnWait.P999, l.ConnWait.Max = 40, 120, 300
+	}
+	run.Validity = artifacts.Validity{Valid: true}
+	if reasons, ok := s.InvalidRuns[p.Index]; ok {
+		run.Validity = artifacts.Validity{Valid: false, Reasons: reasons}
+	}
+	return nil
+}
+
+func percentiles(h *hdrhistogram.Histogram) artifacts.Percentiles {
+	return artifacts.Percentiles{P50: artifacts.Millis(h.ValueAtQuantile(50)), P90: artifacts.Millis(h.ValueAtQuantile(90)),
+		P99: artifacts.Millis(h.ValueAtQuantile(99)), P999: artifacts.Millis(h.ValueAtQuantile(99.9)),
+		Max: artifacts.Millis(h.Max()), Mean: h.Mean() / 1000, Count: h.TotalCount()}
 }

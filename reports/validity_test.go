@@ -1,0 +1,182 @@
+package reports_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports"
+	"github.com/prequalbench/prequalbench/reports/reportstest"
+)
+
+func metricOf(t *testing.T, a *reports.Analysis, alg, key string) reports.MetricResult {
+	t.Helper()
+	for _, r := range a.Algorithms {
+		if r.Algorithm != alg {
+			continue
+		}
+		for _, m := range r.Metrics {
+			if m.Metric == key {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no %s %s", alg, key)
+	return reports.MetricResult{}
+}
+
+func TestAnalyze_InvalidRunsAreLeftOutWithTheirReasons(t *testing.T) {
+	spec := reportstest.Default(6)
+	// Plan indexes 1 and 2 are rep 1 of both algorithms.
+	spec.InvalidRuns = map[int][]string{1: {"host idle below 10% for 7 s of the window"}, 2: {"send-lag p99 38 ms > max(5 ms, 1% of p50)"}}
+	a, err := reports.Analyze(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range a.Algorithms {
+		if alg.Runs != 5 || alg.Invalid != 1 {
+			t.Errorf("%s: %d runs, %d invalid, want 5 and 1", alg.Algorithm, alg.Runs, alg.Invalid)
+		}
+		if n := len(metricOf(t, a, alg.Algorithm, "p99_ms").Values); n != 5 {
+			t.Errorf("%s p99 over %d runs, want 5", alg.Algorithm, n)
+		}
+	}
+	for _, c := range a.Comparisons {
+		if c.NR != 5 || c.NA != 5 {
+			t.Errorf("%s compared %d vs %d runs, want 5 vs 5", c.Metric, c.NR, c.NA)
+		}
+	}
+	joined := strings.Join(a.Warnings, "\n")
+	if !strings.Contains(joined, "Invalid runs") || !strings.Contains(joined, "host idle below 10%") || !strings.Contains(joined, "2 runs") {
+		t.Errorf("warnings do not list the invalid runs with reasons:\n%s", joined)
+	}
+}
+
+func TestBuild_TooFewValidRunsSaysTheComparisonCouldNotBeMade(t *testing.T) {
+	spec := reportstest.Default(3)
+	dir := fixture(t, spec)
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	spec.InvalidRuns = map[int][]string{}
+	for _, p := range c.Plan {
+		if p.Algorithm == "prequal" {
+			spec.InvalidRuns[p.Index] = []string{"host idle below 10% for 12 s of the window"}
+		}
+	}
+	dir = fixture(t, spec)
+	a, err := reports.Analyze(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Comparisons) != 0 || len(a.NotCompared) != 1 || !strings.Contains(a.NotCompared[0].Reason, "0 valid run(s) (3 invalid)") {
+		t.Fatalf("comparisons %d, not compared %+v", len(a.Comparisons), a.NotCompared)
+	}
+	files, err := reports.Render(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(files[artifacts.ReportFile])
+	for _, want := range []string{"**No ranking: the comparison could not be made.**", "3 of 6 finished runs are **invalid**"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("REPORT.md lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "better**") {
+		t.Error("REPORT.md ranks policies although the comparison could not be made")
+	}
+}
+
+func TestAnalyze_FastFailingPolicyLosesOnGoodputNotHelpedByLatency(t *testing.T) {
+	spec := reportstest.Default(6)
+	// round-robin's body is as fast as prequal's, but half its requests get
+	// an instant 503.
+	spec.Profiles["round-robin"] = reportstest.Profile{MedianMs: 20, TailMs: 60, TailFrac: 0.03, SlowShare: 1.0 / 3, ErrorRate: 0.5, FastFail: true}
+	a, err := reports.Analyze(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := float64(metricOf(t, a, "round-robin", "goodput_rps").Median); g < 0.45*spec.TargetRate || g > 0.55*spec.TargetRate {
+		t.Errorf("round-robin goodput %v, want about half of %v", g, spec.TargetRate)
+	}
+	for _, c := range a.Comparisons {
+		switch c.Metric {
+		case "goodput_rps", "error_rate":
+			if c.Winner != "prequal" {
+				t.Errorf("%s: winner %q, want prequal: %s", c.Metric, c.Winner, c.Verdict)
+			}
+		default:
+			// The instant 503s are not in the success latency: it is no
+			// better than prequal's.
+			if c.Winner == "round-robin" {
+				t.Errorf("%s: round-robin wins on latency through its fast failures: %s", c.Metric, c.Verdict)
+			}
+		}
+	}
+	if p := float64(metricOf(t, a, "round-robin", "pessimistic_p99_ms").Median); p < reportstest.TimeoutMs {
+		t.Errorf("round-robin pessimistic p99 %v ms, want the timeout (%d ms)", p, reportstest.TimeoutMs)
+	}
+}
+
+func TestBuild_SchemaV1RendersWithANote(t *testing.T) {
+	spec := reportstest.Default(4)
+	spec.SchemaV1 = true
+	dir := fixture(t, spec)
+	files, err := reports.Render(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(files[artifacts.ReportFile])
+	for _, want := range []string{"**Schema v1 artifacts.**", "throughput (req/s)", "Not recorded (schema v1)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("v1 REPORT.md lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "goodput (req/s)") {
+		t.Error("v1 REPORT.md shows a goodput column")
+	}
+}
+
+func TestBuild_NewerSchemaRefused(t *testing.T) {
+	dir := fixture(t, reportstest.Default(2))
+	path := filepath.Join(dir, artifacts.CampaignFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `"schema_version": 2`, `"schema_version": 9`, 1))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = reports.Build(dir, reports.Options{})
+	if err == nil || !reports.IsBadInput(err) || !strings.Contains(err.Error(), "schema_version is 9") {
+		t.Errorf("err = %v, want a bad-input error naming schema_version", err)
+	}
+}
+
+func TestAnalyze_AWarningThatHitsEveryRunIsOneLine(t *testing.T) {
+	spec := reportstest.Default(4)
+	spec.SendLagP99Ms = map[int]float64{}
+	for i := 1; i <= 8; i++ {
+		spec.SendLagP99Ms[i] = 40
+	}
+	a, err := reports.Analyze(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range a.Warnings {
+		if strings.Contains(w, "fell behind") {
+			n++
+			if !strings.Contains(w, "8 runs") {
+				t.Errorf("line %q does not count 8 runs", w)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d send-lag warning lines, want 1:\n%s", n, strings.Join(a.Warnings, "\n"))
+	}
+}

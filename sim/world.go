@@ -83,9 +83,10 @@ type World struct {
 	upTO     int64
 	usesProb bool
 
-	rec   *recorder
-	users []user
-	due   []string // scratch for ProbesDue
+	rec    *recorder
+	users  []user
+	events uint64
+	due    []string // scratch for ProbesDue
 }
 
 // New builds a world at virtual time 0: every replica idle, every policy
@@ -183,6 +184,9 @@ func (w *World) Endpoints() []Endpoint {
 	}
 	return out
 }
+
+// Events is the number of events the world has processed in Runs.
+func (w *World) Events() uint64 { return w.events }
 
 // Now is the virtual time since the world was built.
 func (w *World) Now() time.Duration { return time.Duration(w.now) }
@@ -422,6 +426,7 @@ func (w *World) Run(ctx context.Context, l Load) (*Result, error) {
 			return nil, ctx.Err()
 		}
 	}
+	w.events += n
 	res := w.rec.result()
 	res.Events = n
 	w.rec = nil

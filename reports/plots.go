@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/reports/stats"
@@ -30,7 +31,7 @@ var palette = []color.RGBA{
 
 func colorOf(i int) color.Color { return palette[i%len(palette)] }
 
-const plotW, plotH = 16 * vg.Centimeter, 10 * vg.Centimeter
+const plotW, plotH = 18 * vg.Centimeter, 10 * vg.Centimeter
 
 // renderPlots draws every plot the data supports, keyed by file name.
 // gonum/plot's SVG output has no timestamps or random ids, so equal inputs
@@ -53,10 +54,11 @@ func renderPlots(ds *dataset, a *Analysis) (map[string][]byte, error) {
 		if p == nil {
 			continue
 		}
-		wt, err := p.WriterTo(plotW, plotH, "svg")
+		wt, err := draw.NewFormattedCanvas(plotW, plotH, "svg")
 		if err != nil {
 			return nil, fmt.Errorf("reports: plot %s: %w", m.name, err)
 		}
+		drawBesideLegend(p, draw.New(wt))
 		var buf bytes.Buffer
 		if _, err := wt.WriteTo(&buf); err != nil {
 			return nil, fmt.Errorf("reports: plot %s: %w", m.name, err)
@@ -64,6 +66,27 @@ func renderPlots(ds *dataset, a *Analysis) (map[string][]byte, error) {
 		out[m.name] = buf.Bytes()
 	}
 	return out, nil
+}
+
+// drawBesideLegend draws p with its legend in a column right of the data
+// area, so the legend never covers a curve or a bar whatever the data.
+func drawBesideLegend(p *plot.Plot, c draw.Canvas) {
+	leg := p.Legend
+	p.Legend = plot.NewLegend() // nothing drawn inside the data area
+	gap := vg.Points(6)
+	r := leg.Rectangle(c)
+	// A quarter more than the measured width: viewers substitute fonts
+	// wider than the metrics gonum measures with.
+	width := (r.Max.X - r.Min.X) * 5 / 4
+	area := draw.Crop(c, 0, -(width + 2*gap), 0, 0)
+	p.Draw(area)
+	data := p.DataCanvas(area)
+	leg.Top, leg.Left, leg.XOffs, leg.YOffs = true, true, 0, 0
+	leg.Draw(draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
+		Min: vg.Point{X: area.Max.X + gap, Y: data.Min.Y},
+		Max: vg.Point{X: c.Max.X, Y: data.Max.Y},
+	}})
+	p.Legend = leg
 }
 
 func newPlot(title, x, y string) *plot.Plot {
@@ -98,11 +121,11 @@ func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// padLogY leaves room above the data for the legend on a log axis.
+// padLogY leaves a margin around the data on a log axis.
 func padLogY(p *plot.Plot, lines []plotter.XYs) {
 	lo, hi := yRange(lines)
 	if lo > 0 && hi >= lo {
-		p.Y.Min, p.Y.Max = lo/1.5, hi*3
+		p.Y.Min, p.Y.Max = lo/1.5, hi*1.5
 	}
 }
 
@@ -269,9 +292,8 @@ func sharesPlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 		p.Legend.Add(s.Algorithm, bc)
 	}
 	p.NominalX(groups...)
-	p.Y.Min, p.Y.Max = 0, math.Min(100, top*1.25+1)
+	p.Y.Min, p.Y.Max = 0, math.Min(100, top*1.1+1)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
-	p.Legend.Left = false
 	p.Legend.ThumbnailWidth = vg.Points(10)
 	return p, nil
 }

@@ -24,7 +24,8 @@ type Group struct {
 	// ProbeFault is none, timeout, 500, malformed or stale_timestamp;
 	// WorkFault none, fail_fast or hang.
 	ProbeFault, WorkFault string
-	// LatencyWindow is how long a latency sample counts (default 1 s).
+	// LatencyWindow is how long a latency sample counts
+	// (BackendLatencyWindow when 0).
 	LatencyWindow time.Duration
 }
 
@@ -80,6 +81,13 @@ const (
 	workFaultHang
 )
 
+// BackendLatencyWindow is the backend's default --latency-window
+// (backend/src/config.rs); keep the two in step. The estimator's answers,
+// and with them prequal's choices, depend on it strongly: on sim-paper-90,
+// prequal's p99 was 621 ms with this 1 s window and 205 ms with the
+// estimator's by-count mode (newest 16 samples per RIF bucket).
+const BackendLatencyWindow = time.Second
+
 // unlimited is the capacity of a replica without a slot limit.
 const unlimited = math.MaxInt
 
@@ -130,7 +138,7 @@ func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRoun
 	}
 	window := g.LatencyWindow
 	if window <= 0 {
-		window = time.Second
+		window = BackendLatencyWindow
 	}
 	s.est = NewEstimator(int64(window))
 	switch g.Mode {

@@ -78,7 +78,7 @@ impl Default for Config {
             fault_timeout: Duration::from_secs(5),
             fault_stale_offset: Duration::from_secs(10),
             work_fault: WorkFault::None,
-            latency_window: Duration::from_secs(1),
+            latency_window: Duration::ZERO,
             seed: 0,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
@@ -146,7 +146,7 @@ pub const FLAGS: &[(&str, &str)] = &[
     ("work-fault", "none|fail_fast|hang  (default none)"),
     (
         "latency-window",
-        "DUR  age after which latency samples stop counting (default 1s)",
+        "DUR  0 (default): the last 16 latency samples per RIF count, however old (the paper's \"recent\"); > 0: only samples younger than this",
     ),
     ("seed", "N  random seed (default from the clock)"),
     (
@@ -372,13 +372,7 @@ fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
                 _ => return Err(format!("{v:?} is not one of none, fail_fast, hang")),
             }
         }
-        "latency-window" => {
-            let d = parse_duration(v)?;
-            if d.is_zero() {
-                return Err("must be positive".into());
-            }
-            cfg.latency_window = d;
-        }
+        "latency-window" => cfg.latency_window = parse_duration(v)?,
         "seed" => cfg.seed = int(v, "a non-negative integer")?,
         "request-timeout" => cfg.request_timeout = positive(v)?,
         "idle-timeout" => cfg.idle_timeout = positive(v)?,
@@ -540,7 +534,7 @@ mod tests {
             ("fault-timeout", "soon", "want e.g. 20ms"),
             ("fault-stale-offset", "1", "unit"),
             ("work-fault", "slow", "none, fail_fast, hang"),
-            ("latency-window", "0", "positive"),
+            ("latency-window", "1", "unit"),
             ("seed", "abc", "non-negative integer"),
             ("request-timeout", "0", "positive"),
             ("idle-timeout", "10", "unit"),

@@ -87,8 +87,16 @@ func BuildArgs(s BuildSpec) []string {
 	return append(args, s.Context)
 }
 
+// BuildEnv is added to docker build's environment. BuildKit attaches a
+// provenance attestation by default, which makes the image an index whose
+// digest changes on every build and rolls every pod on every `cluster up`.
+// The variable is buildx's equivalent of --provenance=false; unlike the
+// flag, the legacy builder (no buildx plugin) ignores it instead of failing.
+var BuildEnv = []string{"BUILDX_NO_DEFAULT_ATTESTATIONS=1"}
+
 func (dockerCLI) Build(ctx context.Context, s BuildSpec) error {
 	cmd := exec.CommandContext(ctx, "docker", BuildArgs(s)...)
+	cmd.Env = append(os.Environ(), BuildEnv...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("docker %s: %w", strings.Join(BuildArgs(s), " "), err)

@@ -268,8 +268,9 @@ func checkWorkload(t *testing.T, k kubernetes.Interface, s *scenario.Scenario, n
 				t.Errorf("%s replicas %d, want %d", g.Name, *d.Spec.Replicas, g.Replicas)
 			}
 			args := d.Spec.Template.Spec.Containers[0].Args
-			if !slices.Equal(args[:2], []string{"--listen", "0.0.0.0:8080"}) || !slices.Equal(args[2:], g.Args()) {
-				t.Errorf("%s args %q, want --listen 0.0.0.0:8080 then %q", g.Name, args, g.Args())
+			head := []string{"--listen", "0.0.0.0:8080", "--shutdown-grace", "3s", "--drain-timeout", "30s"}
+			if !slices.Equal(args[:len(head)], head) || !slices.Equal(args[len(head):], g.Args()) {
+				t.Errorf("%s args %q, want %q then %q", g.Name, args, head, g.Args())
 			}
 			if d.Spec.Template.Labels[manifests.LabelRoute] != r.Name {
 				t.Errorf("%s pod labels %v lack route %s", g.Name, d.Spec.Template.Labels, r.Name)

@@ -125,13 +125,33 @@ func workloadLabels(s *scenario.Scenario, route string) map[string]string {
 	}
 }
 
+// Shutdown of a backend pod, in order. At deletion the pod leaves the
+// EndpointSlices while the preStop hook sleeps, so ingresses stop picking it
+// before it is signalled; the distroless image has no shell or sleep, so
+// the backend binary sleeps (--sleep), which works on any Kubernetes
+// version, unlike the lifecycle sleep action (v1.30+). Then SIGTERM: the
+// backend still accepts and serves for its shutdown grace (for ingresses
+// that learn late), closes its listener and drains for up to its drain
+// timeout. The termination grace period covers all three plus a margin.
+const (
+	backendBinary           = "/prequal-backend" // backend/Dockerfile's ENTRYPOINT
+	backendPreStopSleep     = 5                  // seconds
+	backendShutdownGrace    = 3                  // seconds, --shutdown-grace
+	backendDrainTimeout     = 30                 // seconds, --drain-timeout
+	backendTerminationGrace = backendPreStopSleep + backendShutdownGrace + backendDrainTimeout + 2
+)
+
 func backendDeployment(s *scenario.Scenario, r scenario.Route, g scenario.BackendGroup, o WorkloadOptions) (*unstructured.Unstructured, error) {
 	labels := workloadLabels(s, r.Name)
 	labels[LabelGroup] = g.Name
 	labels[LabelName] = "prequal-backend"
 	podLabels := map[string]string{LabelGroup: g.Name, LabelRoute: r.Name, LabelName: "prequal-backend", LabelPartOf: ManagedBy}
 	replicas := int32(g.Replicas)
-	args := append([]string{"--listen", "0.0.0.0:" + strconv.Itoa(BackendPort)}, g.Args()...)
+	args := append([]string{
+		"--listen", "0.0.0.0:" + strconv.Itoa(BackendPort),
+		"--shutdown-grace", strconv.Itoa(backendShutdownGrace) + "s",
+		"--drain-timeout", strconv.Itoa(backendDrainTimeout) + "s",
+	}, g.Args()...)
 	nonRoot := true
 	uid := int64(65532)
 	noEsc := false
@@ -144,7 +164,7 @@ func backendDeployment(s *scenario.Scenario, r scenario.Route, g scenario.Backen
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken:  &noEsc,
-					TerminationGracePeriodSeconds: ptr(int64(35)), // the backend drains for up to 30 s
+					TerminationGracePeriodSeconds: ptr(int64(backendTerminationGrace)),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot: &nonRoot, RunAsUser: &uid, RunAsGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
@@ -155,6 +175,9 @@ func backendDeployment(s *scenario.Scenario, r scenario.Route, g scenario.Backen
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Args:            args,
 						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: BackendPort, Protocol: corev1.ProtocolTCP}},
+						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+							Command: []string{backendBinary, "--sleep", strconv.Itoa(backendPreStopSleep) + "s"},
+						}}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
 							PeriodSeconds: 2,

@@ -378,9 +378,9 @@ func analyze(ds *dataset, o Options) *Analysis {
 		a.Algorithms = append(a.Algorithms, res)
 		switch n := len(byAlg[alg]); {
 		case n == 0:
-			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has no valid successful run: no statistics for it", alg))
+			issues = append(issues, runIssue{issueNoValidRun, alg, ""})
 		case n < minCI:
-			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has %d valid runs: a finite %.0f%% confidence interval of the median needs %d, so its cells show the min–max range (†)", alg, n, o.Confidence*100, minCI))
+			issues = append(issues, runIssue{issueFewForCI, alg, fmt.Sprintf("%d of the %d needed", n, minCI)})
 		}
 	}
 	ref := a.Campaign.Reference
@@ -400,7 +400,11 @@ func analyze(ds *dataset, o Options) *Analysis {
 				}
 			}
 		}
-		a.Warnings = append(a.Warnings, decide(a.Comparisons, o)...)
+		pairs, family := decide(a.Comparisons, o)
+		issues = append(issues, pairs...)
+		if family != "" {
+			a.Warnings = append(a.Warnings, family)
+		}
 	} else {
 		a.Warnings = append(a.Warnings, fmt.Sprintf("reference algorithm %q did not run in this campaign: no comparisons", ref))
 	}

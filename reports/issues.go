@@ -33,11 +33,23 @@ const (
 	issueNoSnapshots   = "no ingress state snapshots (selection shares and probe counters missing)"
 	issueCounterReset  = "an ingress counter went backwards inside the window (reset or restart): counts partial"
 	issueNoPicks       = "no picks recorded between the snapshots"
+
+	// Issues of an algorithm or of a pair of algorithms, not of a run.
+	issueFewForCI    = "too few valid runs for a finite confidence interval of the median: cells show the min–max range (†)"
+	issueCannotReach = "run counts that cannot reach p < α whatever the data: no difference between the pair can be significant"
+	issueNoValidRun  = "no valid successful run: no statistics"
 )
+
+// nouns name what an issue kind counts, singular and plural.
+var nouns = map[string][2]string{
+	issueFewForCI:    {"algorithm", "algorithms"},
+	issueCannotReach: {"pair", "pairs"},
+	issueNoValidRun:  {"algorithm", "algorithms"},
+}
 
 var issueOrder = []string{issueFailed, issueInvalid, issueUnverified, issueUnderTarget, issueUnderTargetV1, issueSendLag,
 	issueLateV1, issueConnCap, issueClamped, issueOutstanding, issueDropped, issueErrors, issueNoSeries, issueNoSnapshots,
-	issueCounterReset, issueNoPicks}
+	issueCounterReset, issueNoPicks, issueNoValidRun, issueFewForCI, issueCannotReach}
 
 // connCapTrace is the share of requests held back by the connection cap
 // that counts as more than a trace.
@@ -127,11 +139,15 @@ func groupIssues(issues []runIssue) []string {
 			}
 			parts = append(parts, p)
 		}
-		runs := "runs"
-		if len(list) == 1 {
-			runs = "run"
+		noun, ok := nouns[kind]
+		if !ok {
+			noun = [2]string{"run", "runs"}
 		}
-		out = append(out, fmt.Sprintf("**%s** — %d %s: %s", capitalize(kind), len(list), runs, strings.Join(parts, ", ")))
+		n := noun[1]
+		if len(list) == 1 {
+			n = noun[0]
+		}
+		out = append(out, fmt.Sprintf("**%s** — %d %s: %s", capitalize(kind), len(list), n, strings.Join(parts, ", ")))
 	}
 	return out
 }

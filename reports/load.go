@@ -100,7 +100,7 @@ func load(dir string) (*dataset, error) {
 	inPlan := map[string]bool{}
 	for _, p := range plan {
 		inPlan[filepath.Clean(p.Dir)] = true
-		rd, err := loadRun(dir, p, ds.schema())
+		rd, err := loadRun(dir, p)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +124,7 @@ func load(dir string) (*dataset, error) {
 }
 
 // loadRun reads one planned run; it returns nil, nil when run.json is absent.
-func loadRun(dir string, p artifacts.PlannedRun, schema int) (*runData, error) {
+func loadRun(dir string, p artifacts.PlannedRun) (*runData, error) {
 	rel := filepath.Clean(p.Dir)
 	if rel == "." || rel == "" || filepath.IsAbs(rel) || strings.HasPrefix(rel, "..") {
 		return nil, badInput("reports: plan entry %d: field dir %q, want a path inside the campaign directory", p.Index, p.Dir)
@@ -157,7 +157,7 @@ func loadRun(dir string, p artifacts.PlannedRun, schema int) (*runData, error) {
 		return nil, badInput("reports: %s: %v", histPath, err)
 	}
 	rd.Hist = h
-	if rd.Series, err = readSeries(filepath.Join(runDir, artifacts.TimeseriesFile), schema); err != nil {
+	if rd.Series, err = readSeries(filepath.Join(runDir, artifacts.TimeseriesFile)); err != nil {
 		return nil, err
 	}
 	if rd.Before, err = readStates(filepath.Join(runDir, artifacts.StateBefore)); err != nil {
@@ -196,14 +196,13 @@ func readStates(path string) ([]adminapi.State, error) {
 	return s, nil
 }
 
-// readSeries parses timeseries.csv of the given schema; a missing file
-// gives nil. The CPU columns of v2 may be empty (not measurable).
-func readSeries(path string, schema int) ([]point, error) {
-	header := artifacts.TimeseriesHeader
-	if schema < 2 {
-		header = artifacts.TimeseriesHeaderV1
-	}
-	nfields := len(strings.Split(header, ","))
+// readSeries parses timeseries.csv; a missing file gives nil. The header
+// says which layout the file has (v1 or v2, whatever the campaign's schema,
+// since the series describes itself); v2's CPU columns may be empty (not
+// measurable).
+func readSeries(path string) ([]point, error) {
+	var header string
+	nfields := 0
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -219,9 +218,11 @@ func readSeries(path string, schema int) ([]point, error) {
 		line++
 		text := strings.TrimSpace(sc.Text())
 		if line == 1 {
-			if text != header {
-				return nil, badInput("reports: %s:1: header %q, want %q (schema v%d)", path, text, header, schema)
+			if text != artifacts.TimeseriesHeader && text != artifacts.TimeseriesHeaderV1 {
+				return nil, badInput("reports: %s:1: header %q, want %q (or schema v1's %q)", path, text,
+					artifacts.TimeseriesHeader, artifacts.TimeseriesHeaderV1)
 			}
+			header, nfields = text, len(strings.Split(text, ","))
 			continue
 		}
 		if text == "" {
@@ -260,7 +261,7 @@ func readSeries(path string, schema int) ([]point, error) {
 		return nil, badInput("reports: %s: %v", path, err)
 	}
 	if line == 0 {
-		return nil, badInput("reports: %s: empty, want the header %q", path, header)
+		return nil, badInput("reports: %s: empty, want the header %q", path, artifacts.TimeseriesHeader)
 	}
 	return pts, nil
 }

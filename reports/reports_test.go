@@ -264,7 +264,7 @@ func TestAnalyze_FewRepsWarnAndAreNeverSignificant(t *testing.T) {
 		}
 	}
 	joined := strings.Join(a.Warnings, "\n")
-	if !strings.Contains(joined, "smallest possible p is 0.100") {
+	if !strings.Contains(joined, "smallest possible p 0.100") {
 		t.Errorf("warnings lack the few-reps warning:\n%s", joined)
 	}
 }

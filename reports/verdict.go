@@ -45,15 +45,16 @@ func compare(ref, alg string, m metric, rv, av []float64, seed uint64, o Options
 
 // decide applies the Holm correction over cs (the report's family of
 // tests), then gives each comparison its outcome, winner and sentence. It
-// returns the warnings about comparisons that could never be significant.
-func decide(cs []Comparison, o Options) []string {
+// returns the pairs whose run counts can never reach alpha, and a warning
+// when the family is too large for any test to pass the correction.
+func decide(cs []Comparison, o Options) (pairs []runIssue, family string) {
 	ps := make([]float64, len(cs))
-	family := 0
+	tests := 0
 	smallestMinP := math.Inf(1)
 	for i, c := range cs {
 		ps[i] = float64(c.P)
 		if !math.IsNaN(ps[i]) {
-			family++
+			tests++
 			smallestMinP = math.Min(smallestMinP, float64(c.MinP))
 		}
 	}
@@ -61,27 +62,26 @@ func decide(cs []Comparison, o Options) []string {
 	// Holm rejects nothing unless the smallest p of the family is below
 	// alpha/family; when no test's run counts allow that, none can be
 	// significant, whatever the data.
-	familyBlocked := family > 0 && smallestMinP*float64(family) >= o.Alpha
-	var warns []string
+	familyBlocked := tests > 0 && smallestMinP*float64(tests) >= o.Alpha
 	seen := map[string]bool{}
 	for i := range cs {
 		c := &cs[i]
 		c.AdjustedP = Num(adj[i])
 		c.Significant = !math.IsNaN(adj[i]) && adj[i] < o.Alpha
 		m := metricByKey(c.Metric)
-		c.Outcome, c.Winner, c.Verdict = judge(c, m, family, familyBlocked, o)
-		pair := c.Reference + "\x00" + c.Algorithm
+		c.Outcome, c.Winner, c.Verdict = judge(c, m, tests, familyBlocked, o)
+		pair := c.Reference + " vs " + c.Algorithm
 		if float64(c.MinP) >= o.Alpha && !seen[pair] {
 			seen[pair] = true
-			warns = append(warns, fmt.Sprintf("%s vs %s: with %d and %d valid runs the smallest possible p is %s, not below α = %.2g: no difference between them can be significant",
-				c.Reference, c.Algorithm, c.NR, c.NA, fmtP(float64(c.MinP)), o.Alpha))
+			pairs = append(pairs, runIssue{issueCannotReach, pair,
+				fmt.Sprintf("%d and %d valid runs, smallest possible p %s", c.NR, c.NA, fmtP(float64(c.MinP)))})
 		}
 	}
 	if familyBlocked {
-		warns = append(warns, fmt.Sprintf("the Holm correction over this report's %d tests needs a p below %s for the first significant difference; the smallest p these run counts can give is %s, so no difference in this report can be significant (more runs per algorithm can)",
-			family, fmtP(o.Alpha/float64(family)), fmtP(smallestMinP)))
+		family = fmt.Sprintf("**The Holm correction over this report's %d tests** needs a p below %s for the first significant difference; the smallest p these run counts can give is %s, so no difference in this report can be significant (more runs per algorithm can)",
+			tests, fmtP(o.Alpha/float64(tests)), fmtP(smallestMinP))
 	}
-	return warns
+	return pairs, family
 }
 
 // judge returns the outcome, the winner and the sentence of one comparison.

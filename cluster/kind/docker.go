@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,24 +12,62 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/kind/pkg/apis/config/defaults"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
-	"sigs.k8s.io/kind/pkg/log"
 )
 
-// RealDeps are the Docker and kind library implementations.
+// RealDeps are the Docker and kind library implementations; kind's own
+// log goes to stderr at its normal verbosity.
 func RealDeps() Deps {
-	p := &provider{p: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(log.NoopLogger{}))}
+	p := &provider{
+		p:   cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(&Logger{W: os.Stderr})),
+		log: os.Stderr,
+	}
 	return Deps{Provider: p, Builder: dockerCLI{}, Loader: &nodeLoader{p: p, docker: dockerCLI{}}}
 }
 
 // provider adapts the kind library's Provider.
-type provider struct{ p *cluster.Provider }
+type provider struct {
+	p *cluster.Provider
+	// log receives docker pull's progress for the node image.
+	log io.Writer
+}
 
 var _ ClusterProvider = (*provider)(nil)
 
+// NodeImage is the node image a create uses: the flag's, else the kind
+// library's default.
+func NodeImage(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return defaults.Image
+}
+
+// PullIfMissing pulls image with docker's own progress on w unless it is
+// already local. kind pulls the node image (about 1 GB) silently; pulling
+// it first shows the progress, and kind then finds it present.
+func PullIfMissing(ctx context.Context, image string, w io.Writer) error {
+	if exec.CommandContext(ctx, "docker", "image", "inspect", image).Run() == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "cluster: pulling node image %s (about 1 GB the first time)\n", image)
+	cmd := exec.CommandContext(ctx, "docker", "pull", image)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("docker pull %s: %w", image, err)
+	}
+	return nil
+}
+
 func (p *provider) Create(name string, config []byte, nodeImage string, wait time.Duration) error {
+	if p.log != nil {
+		if err := PullIfMissing(context.Background(), NodeImage(nodeImage), p.log); err != nil {
+			return err
+		}
+	}
 	opts := []cluster.CreateOption{
 		cluster.CreateWithRawConfig(config),
 		cluster.CreateWithDisplayUsage(false),

@@ -356,6 +356,29 @@ mod tests {
     }
 
     #[test]
+    fn connection_accepted_as_shutdown_begins_is_served_and_drained() {
+        let mut srv = Server::start(&["--service-time", "200ms"]);
+        let mut c = srv.connect();
+        write!(c, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        // Accepted (counted), perhaps not yet read: then shutdown begins.
+        // The drain must wait for its answer.
+        wait_until("the connection to be accepted", || {
+            srv.app.conns.open() == 1
+        });
+        assert!(srv.stop(), "drain finished");
+        let stats = srv.app.stats_json();
+        assert!(
+            stats.contains("\"in_flight\":0") && stats.contains("\"served\":1"),
+            "serve returned before the request was answered: {stats}"
+        );
+        let mut out = Vec::new();
+        assert!(read_to_eof(&mut c, &mut out));
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+        assert!(out.contains("Connection: close"), "{out:?}");
+    }
+
+    #[test]
     fn connections_over_the_cap_wait_in_the_backlog() {
         let srv = Server::start(&["--max-connections", "2"]);
         let mut first = srv.connect();

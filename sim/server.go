@@ -24,8 +24,8 @@ type Group struct {
 	// ProbeFault is none, timeout, 500, malformed or stale_timestamp;
 	// WorkFault none, fail_fast or hang.
 	ProbeFault, WorkFault string
-	// LatencyWindow is how long a latency sample counts
-	// (BackendLatencyWindow when 0).
+	// LatencyWindow is how long a latency sample counts; 0 (the backend's
+	// default) counts each RIF bucket's newest samples whatever their age.
 	LatencyWindow time.Duration
 }
 
@@ -81,12 +81,10 @@ const (
 	workFaultHang
 )
 
-// BackendLatencyWindow is the backend's default --latency-window
-// (backend/src/config.rs); keep the two in step. The estimator's answers,
-// and with them prequal's choices, depend on it strongly: on sim-paper-90,
-// prequal's p99 was 621 ms with this 1 s window and 205 ms with the
-// estimator's by-count mode (newest 16 samples per RIF bucket).
-const BackendLatencyWindow = time.Second
+// The estimator's answers, and with them prequal's choices, depend
+// strongly on its mode: on sim-paper-90, prequal's p99 was 621 ms with a
+// 1 s time window and 205 ms by count (the backend's default since
+// 8ccc1cc, --latency-window 0).
 
 // unlimited is the capacity of a replica without a slot limit.
 const unlimited = math.MaxInt
@@ -98,22 +96,21 @@ type server struct {
 	group, route int
 	addr         string
 
-	mode            string
-	meanNS          float64 // mean service time of one request, or rounds in cpu mode
-	cpuRound        float64 // ns per hash round (cpu mode)
-	dist            Distribution
-	baseCapacity    int // 0 = unlimited, as concurrency
-	antagonists     []Antagonist
-	probeFault      int
-	workFault       int
-	queueLimit      int
-	rng             Rng
-	est             *Estimator
-	capacity        int // in force now; unlimited or >= 0
-	inService, rif  int
-	queue           ring // request indexes waiting, oldest first
-	served, reject  uint64
-	latencyWindowNS int64
+	mode           string
+	meanNS         float64 // mean service time of one request, or rounds in cpu mode
+	cpuRound       float64 // ns per hash round (cpu mode)
+	dist           Distribution
+	baseCapacity   int // 0 = unlimited, as concurrency
+	antagonists    []Antagonist
+	probeFault     int
+	workFault      int
+	queueLimit     int
+	rng            Rng
+	est            *Estimator
+	capacity       int // in force now; unlimited or >= 0
+	inService, rif int
+	queue          ring // request indexes waiting, oldest first
+	served, reject uint64
 }
 
 func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRound time.Duration, seed uint64) (*server, error) {
@@ -136,11 +133,7 @@ func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRoun
 		rng:          NewRng(seed),
 		cpuRound:     float64(cpuRound),
 	}
-	window := g.LatencyWindow
-	if window <= 0 {
-		window = BackendLatencyWindow
-	}
-	s.est = NewEstimator(int64(window))
+	s.est = NewEstimator(int64(max(g.LatencyWindow, 0)))
 	switch g.Mode {
 	case "io", "sleep", "":
 		s.meanNS = float64(g.ServiceTime) * float64(iterations) / 1000 * slow

@@ -7,9 +7,10 @@
 //! while the cap is reached. The alternative, accepting and answering 503,
 //! would need a write and a lingering close on the accept path, and closing
 //! a socket whose request was not read sends a TCP reset that can destroy
-//! the 503 before the client reads it. Waiting costs no thread, and every
-//! slot frees within bounded time (request, idle and hang deadlines). The
-//! backlog is raised to the kernel's maximum (net.core.somaxconn); beyond
+//! the 503 before the client reads it. Waiting costs no thread, and idle,
+//! stalled or dripping connections give their slot back within bounded time
+//! (request, idle, write and hang deadlines); busy keep-alive connections
+//! keep theirs. The backlog is raised to the kernel's maximum (net.core.somaxconn); beyond
 //! it the kernel drops SYNs and clients retry.
 
 use crate::server::App;
@@ -30,7 +31,7 @@ const WORKER_IDLE_EXIT: Duration = Duration::from_secs(30);
 pub struct Conns {
     open: Mutex<usize>,
     changed: Condvar,
-    /// Most connections open at once since start (for tests and logs).
+    /// Most connections open at once since start (for tests).
     peak: AtomicUsize,
 }
 

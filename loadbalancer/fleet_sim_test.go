@@ -19,7 +19,8 @@ import (
 // a latency estimator over its own finished requests.
 type fleetReplica struct {
 	mean    time.Duration
-	slots   int // 0 = unlimited
+	fixed   bool // service time exactly mean (a sleep), else N(mean, σ = mean)
+	slots   int  // 0 = unlimited
 	group   int
 	serving []fleetReq
 	queue   []fleetReq
@@ -31,7 +32,7 @@ type fleetReq struct {
 	client   int
 	tok      Picked
 	arrived  time.Time
-	rif      int // RIF at arrival, including itself
+	rif      int // RIF at arrival, before its own increment (as the backend records it)
 	finishes time.Time
 	service  time.Duration
 }
@@ -132,6 +133,8 @@ type fleetResult struct {
 	hotPicks       float64   // share of picks
 	maxRIF         [4]int    // max over replicas of the max RIF per quarter
 	picks          []uint64  // per replica
+	hotPicksOf     []uint64  // per replica: picks made with every probe hot
+	probedPicksOf  []uint64  // per replica: picks made on a probe (not random fallbacks)
 	reuseBudget    float64   // client 0's Stats().ReuseBudget
 }
 
@@ -168,6 +171,8 @@ func runFleet(tb testing.TB, s fleetSetup) fleetResult {
 	var due []string
 	var lats []time.Duration
 	var scratch []time.Duration
+	hotOf := make([]uint64, len(reps))
+	probedOf := make([]uint64, len(reps))
 	total := s.warmup + s.dur
 	next := 0.0
 	steps := int(total / time.Millisecond)
@@ -230,9 +235,17 @@ func runFleet(tb testing.TB, s fleetSetup) fleetResult {
 			}
 			i := idx[pk.Endpoint]
 			r := reps[i]
-			svc := time.Duration(float64(r.mean) * (1 + env.NormFloat64()))
-			svc = max(svc, 100*time.Microsecond)
-			q := fleetReq{client: c, tok: pk, arrived: now, rif: r.rif() + 1, service: svc}
+			if measuring && pk.Hot {
+				hotOf[i]++
+			}
+			if measuring && !pk.Fallback {
+				probedOf[i]++
+			}
+			svc := r.mean
+			if !r.fixed {
+				svc = max(time.Duration(float64(r.mean)*(1+env.NormFloat64())), 100*time.Microsecond)
+			}
+			q := fleetReq{client: c, tok: pk, arrived: now, rif: r.rif(), service: svc}
 			if r.slots == 0 || len(r.serving) < r.slots {
 				q.finishes = now.Add(svc)
 				r.serving = append(r.serving, q)
@@ -258,6 +271,7 @@ func runFleet(tb testing.TB, s fleetSetup) fleetResult {
 	}
 	res.groupShare = make([]float64, groups)
 	res.picks = make([]uint64, len(reps))
+	res.hotPicksOf, res.probedPicksOf = hotOf, probedOf
 	var picks, fb, hot uint64
 	for _, p := range pols {
 		st := p.Stats()

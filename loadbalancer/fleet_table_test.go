@@ -37,8 +37,8 @@ func TestFleetSizeTable(t *testing.T) {
 		return policyMaker(t, NamePrequal, func(p *PrequalConfig) { p.MaxReuse = c })
 	}
 	variants := []variant{
-		{"prequal cap 1", capped(1)},
-		{"prequal cap 2", capped(2)},
+		{"prequal", policyMaker(t, NamePrequal, nil)},
+		{"prequal reuse off", capped(1)},
 		{"prequal cap 16", capped(16)},
 		{"least-request", policyMaker(t, NameLeastRequest, nil)},
 		{"p2c", policyMaker(t, NameP2C, nil)},

@@ -56,3 +56,83 @@ func TestPrequal_NoReuseHerdingPastThePole(t *testing.T) {
 		}
 	}
 }
+
+// c2Fleet is the seed's C2 fleet: 14 replicas sleeping 50 ms and 2 sleeping
+// 800 ms (16x), no capacity limit.
+func c2Fleet(est func() fleetEstimator) func() []*fleetReplica {
+	return func() []*fleetReplica {
+		reps := make([]*fleetReplica, 16)
+		for i := range reps {
+			reps[i] = &fleetReplica{mean: 50 * time.Millisecond, fixed: true, est: est()}
+			if i >= 14 {
+				reps[i].mean, reps[i].group = 800*time.Millisecond, 1
+			}
+		}
+		return reps
+	}
+}
+
+// TestPrequal_OneExplorationPerSlowReplica: before a 16x-slow replica's
+// first request finishes its latency is unknown; each client may send it
+// one exploratory request, not one per compensation step.
+func TestPrequal_OneExplorationPerSlowReplica(t *testing.T) {
+	const clients = 4
+	r := runFleet(t, fleetSetup{
+		clients: clients, rps: 1000, dur: 790 * time.Millisecond, probeDelay: time.Millisecond, seed: 1,
+		newPolicy: policyMaker(t, NamePrequal, nil), replicas: c2Fleet(recentByCount),
+	})
+	slow := r.probedPicksOf[14] + r.probedPicksOf[15] // random fallbacks aside
+	t.Logf("picks of the slow pair on probes before their first answer: %d (%v)", slow, r)
+	if slow > 2*clients {
+		t.Errorf("%d picks of the 16x-slow pair in their first 790 ms, want at most one per client and replica (%d)", slow, 2*clients)
+	}
+}
+
+// TestPrequal_C2SlowPairAvoided: on the seed's C2 fleet (500 rps) with the
+// backend's default estimate (recent by count) the slow pair gets well under
+// 0.1% of picks, with one client and with four.
+func TestPrequal_C2SlowPairAvoided(t *testing.T) {
+	for _, clients := range []int{1, 4} {
+		r := runFleet(t, fleetSetup{
+			clients: clients, rps: 500, dur: 20 * time.Second, warmup: 2 * time.Second, probeDelay: time.Millisecond, seed: 1,
+			newPolicy: policyMaker(t, NamePrequal, nil), replicas: c2Fleet(recentByCount),
+		})
+		var all uint64
+		for _, c := range r.picks {
+			all += c
+		}
+		slow := r.picks[14] + r.picks[15]
+		t.Logf("%d client(s): slow pair %d of %d picks; %v", clients, slow, all, r)
+		if slow*2000 > all {
+			t.Errorf("%d client(s): slow pair got %d of %d picks, want < 0.05%%", clients, slow, all)
+		}
+		if r.p999 > 60*time.Millisecond {
+			t.Errorf("%d client(s): p99.9 %v, want <= 60 ms", clients, r.p999)
+		}
+	}
+}
+
+// TestPrequal_NoCollapseWhenNFarAboveM: 64 capacity-limited replicas (half
+// with 2x work, 2 slots, N(50 ms, σ = μ)) behind 3 clients at 80% load, the
+// fleet where a 1 s backend time window let the fast half's queues grow for
+// the whole run (p99 2.3-2.6 s). With the estimate recent by count the
+// queues stay flat and p99 is within 10% of least-request's.
+func TestPrequal_NoCollapseWhenNFarAboveM(t *testing.T) {
+	const n, mean = 64, 50 * time.Millisecond
+	run := func(name string) fleetResult {
+		return runFleet(t, fleetSetup{
+			clients: 3, rps: 0.8 * halfSlowCapacity(n, 2, mean), dur: 16 * time.Second, warmup: 3 * time.Second,
+			probeDelay: time.Millisecond, seed: 1,
+			newPolicy: policyMaker(t, name, nil), replicas: halfSlowFleet(n, 2, mean, recentByCount),
+		})
+	}
+	pq, lr := run(NamePrequal), run(NameLeastRequest)
+	t.Logf("prequal: %v", pq)
+	t.Logf("least-request: %v", lr)
+	if pq.maxRIF[3] > pq.maxRIF[0]+4 {
+		t.Errorf("prequal's largest queue grew over the window: %v per quarter", pq.maxRIF)
+	}
+	if float64(pq.p99) > 1.1*float64(lr.p99) {
+		t.Errorf("prequal p99 %v, least-request %v: want within 10%%", pq.p99, lr.p99)
+	}
+}

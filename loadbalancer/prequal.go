@@ -29,13 +29,14 @@ import (
 //     it finishes, the replica's unknown probe is only a last resort (a
 //     16x-slow replica would otherwise take one request per compensation
 //     step from every client before its first answer came back).
-//   - Latency memory. A replica's last known latency is remembered for
-//     LatencyMemory (10 s) and stands in when its probe reports none: a
-//     slow replica that gets little traffic sees its backend history age
-//     out, and would otherwise look "unknown" and win on RIF again and
-//     again (measured on the seed's C2: 1.9% of requests to the 16x-slow
-//     pair, past the 1% that sets p99). Once the memory expires the replica
-//     is explored again, so a replica that recovered is re-learned.
+//   - Latency memory (off by default). With LatencyMemory > 0 a replica's
+//     last known latency stands in for that long when its probe reports
+//     none: for backends whose estimate has a time window, where a slow
+//     replica that gets little traffic sees its history age out and would
+//     otherwise look "unknown" and win on RIF again and again (the seed's
+//     C2 with a 1 s window: 1.9% of requests to the 16x-slow pair). The
+//     backend's default estimate is recent by count and never ages out,
+//     so the memory is not needed there (see LatencyMemory).
 //   - Eq. 1 where its denominator (1 − m/n)·r_probe − r_remove is <= 0
 //     (at the defaults n <= 24): read literally, max{1, negative} = 1, and
 //     the budget is 1. Above it the budget is bounded by MaxReuse (default
@@ -117,9 +118,11 @@ type replicaState struct {
 	// answer received earlier is stale and must not replace it.
 	lastAnswer int64
 	answered   bool
-	// exploring is set while a request picked on an unknown-latency probe is
-	// in flight: one exploratory request at a time per replica.
+	// exploring is set while a request to this replica is in flight and
+	// its latency is unknown: one exploratory request at a time.
 	exploring bool
+	// latencyKnown: the last answer taken in had a latency.
+	latencyKnown bool
 }
 
 // latencyMemory is an endpoint's last known latency and when it was learned.
@@ -228,10 +231,14 @@ func (p *prequal) removeAt(i int, reason int) {
 // hotThreshold returns t such that a probe is hot when its RIF is above t:
 // the Q_RIF quantile θ (nearest rank) of recent probe RIFs, with the paper's
 // endpoints. Q_RIF >= 1 means θ = ∞: every probe is cold (latency-only
-// control). When θ is the window's maximum (nearest rank makes every Q above
-// (k−1)/k so) replicas tied at the maximum are hot, as the paper describes
-// for Q_RIF = 0.999; otherwise no probe could ever be hot there. A window of
-// one value throughout has no spread to split, and stays cold.
+// control). When Q_RIF is so close to 1 that the nearest rank is the
+// window's last (Q > (k−1)/k), θ is the maximum and replicas tied at it are
+// hot, as the paper describes for Q_RIF = 0.999; otherwise no probe could
+// ever be hot there. A window of one value throughout has no spread to
+// split, and stays cold. At lower Q a θ that happens to equal the maximum
+// keeps "above θ": applying the tie rule there too made a third of the
+// fast replicas hot on the C2 fleet in the simulation and sent 0.5% of
+// picks to the 16x-slow pair (0 without it).
 func (p *prequal) hotThreshold() int32 {
 	k := len(p.rifSorted)
 	if k == 0 || p.cfg.QRIF >= 1 {
@@ -242,7 +249,7 @@ func (p *prequal) hotThreshold() int32 {
 		r = quantileRank(p.cfg.QRIF, k)
 	}
 	theta := p.rifSorted[r]
-	if theta == p.rifSorted[k-1] && theta > p.rifSorted[0] {
+	if r == k-1 && theta > p.rifSorted[0] {
 		return int32(theta - 1)
 	}
 	return int32(theta)
@@ -294,20 +301,18 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	p.expire(p.clock(now))
 	if len(p.pool) < p.cfg.MinProbes {
 		p.fallbacks++
-		pk := p.pick(rng.IntN(n))
+		i := rng.IntN(n)
+		pk := p.pick(i)
 		pk.Fallback = true
+		p.markExploring(i, &pk)
 		return pk, nil
 	}
 	thr := p.hotThreshold()
 	c, hot := p.choose(thr, rng)
 	e := &p.pool[c]
-	explore := p.category(e, thr) == catUnknown
 	pk := p.pick(int(e.ep))
 	pk.Hot = hot
-	if explore {
-		pk.explore = true
-		p.replicas[e.ep].exploring = true
-	}
+	p.markExploring(int(e.ep), &pk)
 	if hot {
 		p.hotPicks++
 	} else {
@@ -338,18 +343,18 @@ const (
 	catHot       = iota // RIF above the threshold; ranked by RIF
 	catCold             // cold with known latency; ranked by latency
 	catUnknown          // cold with unknown latency; ranked by RIF
-	catExploring        // cold, unknown, and already explored by a request in flight; a last resort
+	catExploring        // unknown and already explored by a request in flight; a last resort
 	numCats
 )
 
 func (p *prequal) category(e *probeEntry, thr int32) int {
 	switch {
+	case !e.known && p.replicas[e.ep].exploring:
+		return catExploring
 	case e.rif > thr:
 		return catHot
 	case e.known:
 		return catCold
-	case p.replicas[e.ep].exploring:
-		return catExploring
 	}
 	return catUnknown
 }
@@ -494,6 +499,15 @@ func (p *prequal) oweProbes(now time.Time) {
 	}
 }
 
+// markExploring makes pk the exploratory request of replica i when i's
+// latency is unknown and no exploration is in flight.
+func (p *prequal) markExploring(i int, pk *Picked) {
+	r := &p.replicas[i]
+	if !r.latencyKnown && !r.exploring {
+		r.exploring, pk.explore = true, true
+	}
+}
+
 func (p *prequal) Done(_ time.Time, pk Picked, _ time.Duration, status int) {
 	if i := p.done(pk, status); i >= 0 && pk.explore {
 		p.replicas[i].exploring = false
@@ -568,6 +582,7 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	case m.set && clk-m.at <= int64(p.cfg.LatencyMemory):
 		e.latency, e.known = m.latency, true
 	}
+	rs.latencyKnown = e.known
 	// Keep the pool ordered by receipt even if calls arrive out of order.
 	i := len(p.pool)
 	for i > 0 && p.pool[i-1].received > clk {
@@ -598,7 +613,8 @@ func (p *prequal) Reset(time.Time) {
 	p.haveProbed, p.removeWorst = false, false
 	p.lastProbe = time.Time{}
 	for i := range p.replicas {
-		// exploring stays: it tracks a request in flight, whose Done is to come.
+		// exploring stays: it tracks a request in flight, whose Done is to
+		// come. Without answers the latency is unknown again.
 		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring}
 	}
 	p.stale = 0

@@ -656,7 +656,7 @@ func TestQuantileRank_NearestRank(t *testing.T) {
 func TestPrequal_LatencyMemory(t *testing.T) {
 	ms := time.Millisecond
 	unknown := ProbeReply{RIF: 0}
-	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0 })
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0; c.LatencyMemory = 10 * time.Second })
 	// Learn that replica 1 is slow, then its backend forgets.
 	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms)})
 	now := t0.Add(500 * ms)
@@ -713,6 +713,15 @@ func TestPrequal_QRIFEndpoints(t *testing.T) {
 	fill(p, t0, map[int]ProbeReply{0: known(7, ms), 1: known(7, 2*ms)})
 	if pk := mustPick(t, p, t0, newRNG()); !pk.Hot {
 		t.Errorf("Q_RIF 0.999, all tied at the maximum: pick %+v, want a hot pick", pk)
+	}
+	// At Q_RIF 0.84 a θ that equals the maximum keeps "above θ": cold.
+	p = newPrequalT(t, 4, nil)
+	for i := range 64 {
+		p.recordRIF(min(i%8, 5)) // 0-4 once each per 8, 5 three times: θ = max = 5
+	}
+	fill(p, t0, map[int]ProbeReply{0: known(5, ms), 1: known(0, 9*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[0].addr {
+		t.Errorf("Q_RIF 0.84, RIF at a θ equal to the maximum: pick %+v, want endpoint 0, cold", pk)
 	}
 	// A window of one value has nothing to split: all cold, latency decides.
 	p = newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 0.999 })

@@ -103,6 +103,30 @@ func (p *provider) Nodes(name string) ([]Node, error) {
 	return out, nil
 }
 
+// PortMappings inspects the control-plane node container's port bindings.
+func (p *provider) PortMappings(name string) ([]PortMapping, error) {
+	ns, err := p.Nodes(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []PortMapping
+	for _, n := range ns {
+		if n.Role != "control-plane" {
+			continue
+		}
+		raw, err := exec.Command("docker", "inspect", "-f", "{{json .HostConfig.PortBindings}}", n.Name).Output()
+		if err != nil {
+			return nil, fmt.Errorf("docker inspect %s: %w", n.Name, err)
+		}
+		m, err := ParsePortBindings(raw)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		out = append(out, m...)
+	}
+	return out, nil
+}
+
 func (p *provider) internal(name string) ([]nodes.Node, error) {
 	return p.p.ListInternalNodes(name)
 }

@@ -54,6 +54,9 @@ type ClusterProvider interface {
 	// KubeConfig returns the external kubeconfig of the cluster.
 	KubeConfig(name string) (string, error)
 	Nodes(name string) ([]Node, error)
+	// PortMappings returns the host ports published by the cluster's
+	// control-plane node container.
+	PortMappings(name string) ([]PortMapping, error)
 }
 
 // BuildSpec is one `docker build`.
@@ -187,6 +190,13 @@ func Up(ctx context.Context, d Deps, o UpOptions) error {
 		}
 		if err := sameShape(nodes, want.Nodes); err != nil {
 			return fmt.Errorf("kind: cluster %q exists with another topology (%v); run `prequalbench cluster down --name %s` first", o.Name, err, o.Name)
+		}
+		have, err := d.Provider.PortMappings(o.Name)
+		if err != nil {
+			return fmt.Errorf("kind: published ports of %s: %w", o.Name, err)
+		}
+		if err := CheckPorts(have, RequiredPorts(want, o.Observability)); err != nil {
+			return fmt.Errorf("kind: cluster %q exists but %v, so the campaign could not reach the ingress; it was not made by `prequalbench cluster up`: run `prequalbench cluster down --name %s` first or pick another --name", o.Name, err, o.Name)
 		}
 		say("cluster %s exists (%s), keeping it", o.Name, o.Topology)
 	} else {

@@ -28,6 +28,7 @@ type fakeProvider struct {
 	created  []string
 	configs  [][]byte
 	images   []string
+	ports    map[string][]PortMapping
 }
 
 func (f *fakeProvider) Create(name string, config []byte, nodeImage string, wait time.Duration) error {
@@ -51,6 +52,12 @@ func (f *fakeProvider) Create(name string, config []byte, nodeImage string, wait
 		nodes = append(nodes, node)
 	}
 	f.clusters[name] = nodes
+	if f.ports == nil {
+		f.ports = map[string][]PortMapping{}
+	}
+	for _, m := range RequiredPorts(c, true) {
+		f.ports[name] = append(f.ports[name], m)
+	}
 	f.created = append(f.created, name)
 	f.configs = append(f.configs, config)
 	f.images = append(f.images, nodeImage)
@@ -66,6 +73,9 @@ func (f *fakeProvider) List() ([]string, error) {
 }
 func (f *fakeProvider) KubeConfig(name string) (string, error) { return "fake", nil }
 func (f *fakeProvider) Nodes(name string) ([]Node, error)      { return f.clusters[name], nil }
+func (f *fakeProvider) PortMappings(name string) ([]PortMapping, error) {
+	return f.ports[name], nil
+}
 
 type fakeDocker struct {
 	builds []BuildSpec

@@ -155,7 +155,7 @@ func TestE2E_TinyCampaign(t *testing.T) {
 		if r.Load.Completed == 0 || r.Load.Errors != 0 || r.Load.P99 <= 0 {
 			t.Errorf("run %d: load %+v", p.Index, r.Load)
 		}
-		for _, f := range []string{artifacts.HistogramFile, artifacts.TimeseriesFile} {
+		for _, f := range []string{artifacts.HistogramFile, artifacts.PessimisticHistogramFile, artifacts.SendLagHistogramFile, artifacts.ConnWaitHistogramFile, artifacts.TimeseriesFile} {
 			if st, err := os.Stat(filepath.Join(rd, f)); err != nil || st.Size() == 0 {
 				t.Errorf("run %d: %s missing or empty (%v)", p.Index, f, err)
 			}
@@ -181,7 +181,10 @@ func TestE2E_TinyCampaign(t *testing.T) {
 		if after[0].Routes[0].Requests == before[0].Routes[0].Requests || after[1].Routes[0].Requests == before[1].Routes[0].Requests {
 			t.Errorf("run %d: an ingress replica got no load", p.Index)
 		}
-		if routed != r.Load.Completed {
+		// The snapshots are taken while the load goes on, so a request
+		// due just before a boundary may be routed just after it: allow a
+		// few either way.
+		if diff := int64(routed) - int64(r.Load.Completed); diff < -3 || diff > 3 {
 			t.Errorf("run %d: ingress routed %d in the window, the load completed %d", p.Index, routed, r.Load.Completed)
 		}
 		logs, err := os.ReadDir(filepath.Join(rd, artifacts.LogsDir))

@@ -8,7 +8,6 @@
 package campaign
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/campaign/scenario"
 )
 
@@ -267,108 +265,6 @@ func (r *runner) run(ctx context.Context, p artifacts.PlannedRun) (artifacts.Run
 	r.progress.Phase("cooldown")
 	sleep(ctx, r.c.Cooldown)
 	return run, nil
-}
-
-// protocol is the body of one run; it fills run and writes every artifact
-// but run.json.
-func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run) error {
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return fmt.Errorf("campaign: %w", err)
-	}
-	r.progress.Phase("reset")
-	if err := r.env.SetAlgorithm(ctx, run.Algorithm); err != nil {
-		return err
-	}
-	v, err := r.env.Reset(ctx, r.c.ResetMode)
-	if err != nil {
-		return err
-	}
-	run.ResetVerified, run.ResetDetail = v.Verified, v.Detail
-
-	targets := r.env.LoadTargets()
-	base := r.loadConfig(targets, uint64(run.Index))
-	client := load.NewClient(base)
-	defer client.CloseIdleConnections()
-	base.Client = client
-
-	if r.c.Warmup > 0 {
-		r.progress.Phase("warmup")
-		wcfg := base
-		wcfg.Seed = base.Seed ^ 0x5741524d // a different stream from the measurement
-		if wcfg.Closed() {
-			wcfg.Duration = r.c.Warmup
-		} else {
-			wcfg.Open = []load.Phase{{Kind: load.KindConstant, Duration: r.c.Warmup, Rate: r.s.Load.StartRate()}}
-		}
-		wcfg.OnSecond = func(load.Second) { r.progress.Second() }
-		if _, err := load.Run(ctx, wcfg); err != nil {
-			return fmt.Errorf("campaign: warmup: %w", err)
-		}
-	}
-
-	before, err := r.env.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
-		return err
-	}
-	r.progress.Phase("measure")
-	mcfg := base
-	mcfg.OnSecond = func(load.Second) { r.progress.Second() }
-	res, loadErr := load.Run(ctx, mcfg)
-	// The after-snapshot comes right after the window, before anything
-	// else, so it covers exactly the measured requests.
-	after, snapErr := r.env.Snapshot(ctx)
-	if loadErr != nil {
-		return fmt.Errorf("campaign: load: %w", loadErr)
-	}
-	if snapErr != nil {
-		return snapErr
-	}
-	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after); err != nil {
-		return err
-	}
-	run.Load = res.Summary()
-	hist, err := artifacts.EncodeHistogram(res.Histogram)
-	if err != nil {
-		return err
-	}
-	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.HistogramFile), hist); err != nil {
-		return err
-	}
-	var ts bytes.Buffer
-	if err := res.WriteTimeseries(&ts); err != nil {
-		return fmt.Errorf("campaign: timeseries: %w", err)
-	}
-	return artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), ts.Bytes())
-}
-
-// loadConfig maps the scenario's load onto the load engine.
-func (r *runner) loadConfig(targets []env.Target, runIndex uint64) load.Config {
-	l := r.s.Load
-	cfg := load.Config{
-		Users:       l.Users,
-		Duration:    l.Duration.Std(),
-		Timeout:     l.Timeout.Std(),
-		MaxWorkers:  l.MaxWorkers,
-		Connections: l.Connections,
-		Seed:        r.c.Seed*1_000_003 + runIndex,
-	}
-	cfg.MaxConnections = l.MaxConnections
-	if cfg.MaxConnections == 0 {
-		cfg.MaxConnections = scenario.DefaultMaxConnections
-	}
-	for _, t := range targets {
-		cfg.Targets = append(cfg.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
-	}
-	for _, p := range l.Open {
-		cfg.Open = append(cfg.Open, load.Phase{
-			Kind: p.Kind, Duration: p.Duration.Std(), Rate: p.Rate, From: p.From, To: p.To, Steps: p.Steps,
-			High: p.High, Low: p.Low, HighFor: p.HighFor.Std(), LowFor: p.LowFor.Std(),
-		})
-	}
-	return cfg
 }
 
 // sleep waits d or until ctx is done.

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
 )
 
 // Phase kinds of the open loop.
@@ -87,15 +89,47 @@ type Config struct {
 	// connections.
 	Client *http.Client
 	// OnSecond, when set, is called once per elapsed second with that
-	// second's row, from a goroutine of Run.
+	// second's row, from a goroutine of Run; warmup seconds come with
+	// Second.Warmup set and are not part of the series.
 	OnSecond func(Second)
+
+	// Warmup is load offered before the measured window, in the same
+	// schedule and without a pause, so the window starts from the state
+	// the warmup built (queues, pools, estimates) rather than from drained
+	// ones. Requests whose intended send time falls in the warmup are sent
+	// and answered but not counted. Open loop: a constant WarmupRate;
+	// closed loop: the same users, running through.
+	Warmup     time.Duration
+	WarmupRate float64
+	// OnWindowStart and OnWindowEnd, when set, are called once each, from
+	// a goroutine of Run while the load goes on, when the clock reaches
+	// the first and the last intended send time of the window; Run returns
+	// only after they did. A cancelled run may skip them.
+	OnWindowStart func()
+	OnWindowEnd   func()
+	// SampleCPU, when set, is called at the start of the window and at
+	// the end of each of its seconds; each call returns the CPU use since
+	// the previous one, which goes into that second's row (Second.CPU).
+	SampleCPU func() *CPU
 }
+
+// CPU is the processor use over one second, in percent: HostIdle of all
+// CPUs (100 = idle), the others of one CPU (150 = one and a half cores).
+// A NaN field was not measurable.
+type CPU struct {
+	HostIdle, Generator, Ingress, Backends float64
+}
+
+// MaxTimeout is the longest request timeout Validate accepts: half the
+// latency histogram's ceiling, leaving as much again for send lag before a
+// latency (timed from the intended send) would be clamped.
+const MaxTimeout = time.Duration(artifacts.HistogramHighest) * time.Microsecond / 2
 
 // Closed reports whether c describes a closed loop.
 func (c Config) Closed() bool { return c.Users > 0 && len(c.Open) == 0 }
 
-// Window returns the planned length of the load: the sum of the phases
-// (open loop) or Duration (closed loop).
+// Window returns the planned length of the measured window: the sum of
+// the phases (open loop) or Duration (closed loop), the warmup excluded.
 func (c Config) Window() time.Duration {
 	if c.Closed() {
 		return c.Duration
@@ -168,6 +202,21 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		bad("timeout", "must be >= 0 (0 = %v), got %v", DefaultTimeout, c.Timeout)
+	}
+	if c.Timeout > MaxTimeout {
+		bad("timeout", "must be <= %v (half the %v latency histogram ceiling, so late sends are not clamped), got %v",
+			MaxTimeout, 2*MaxTimeout, c.Timeout)
+	}
+	if c.Warmup < 0 {
+		bad("warmup", "must be >= 0, got %v", c.Warmup)
+	}
+	switch {
+	case c.Closed() && c.WarmupRate != 0:
+		bad("warmup_rate", "only for an open loop (closed-loop users run through the warmup)")
+	case !c.Closed() && c.Warmup > 0 && !(c.WarmupRate > 0 && c.WarmupRate <= MaxRate):
+		bad("warmup_rate", "must be > 0 and <= %v requests/s with a warmup, got %v", MaxRate, c.WarmupRate)
+	case !c.Closed() && c.Warmup == 0 && c.WarmupRate != 0:
+		bad("warmup_rate", "must be 0 without a warmup, got %v", c.WarmupRate)
 	}
 	if c.MaxWorkers < 0 {
 		bad("max_workers", "must be >= 0 (0 = %d), got %d", DefaultMaxWorkers, c.MaxWorkers)

@@ -3,10 +3,13 @@ package load
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"sort"
 	"sync"
 	"time"
@@ -24,8 +27,14 @@ const maxDials = 8
 // NewClient returns an HTTP client tuned for load: many keep-alive
 // connections per host, no proxy from the environment (traffic goes only
 // to the targets), no redirects followed, no compression. Share one between
-// a warmup Run and the measured Run to reuse its connections.
+// runs to reuse its connections.
 func NewClient(cfg Config) *http.Client {
+	return newClient(cfg, nil)
+}
+
+// newClient is NewClient, with the connections per address counted in
+// conns when it is not nil (to tell when the cap binds).
+func newClient(cfg Config, conns *connCount) *http.Client {
 	cfg = cfg.withDefaults()
 	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
 	// At most maxDials dials at once: a request waiting for a dial takes
@@ -34,13 +43,23 @@ func NewClient(cfg Config) *http.Client {
 	// each costing more CPU on both ends.
 	dials := make(chan struct{}, maxDials)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conns.add(addr, 1) // a pending dial counts against the cap too
 		select {
 		case dials <- struct{}{}:
 		case <-ctx.Done():
+			conns.add(addr, -1)
 			return nil, ctx.Err()
 		}
 		defer func() { <-dials }()
-		return dialer.DialContext(ctx, network, addr)
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			conns.add(addr, -1)
+			return nil, err
+		}
+		if conns == nil {
+			return c, nil
+		}
+		return &countedConn{Conn: c, release: func() { conns.add(addr, -1) }}, nil
 	}
 	return &http.Client{
 		Transport: &http.Transport{
@@ -55,22 +74,63 @@ func NewClient(cfg Config) *http.Client {
 	}
 }
 
-// Run offers the load cfg describes and returns what it measured. It stops
-// by itself at the end of the schedule (open loop) or Duration (closed
-// loop), then waits for the requests in flight (each bounded by Timeout).
+// connCount counts the open (or being dialled) connections per address.
+type connCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *connCount) add(addr string, d int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.n[addr] += d
+	c.mu.Unlock()
+}
+
+func (c *connCount) get(addr string) int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[addr]
+}
+
+// countedConn releases its count once, on the first Close.
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
+// Run offers the load cfg describes and returns what it measured: the
+// warmup, then the window, in one schedule without a pause. It stops by
+// itself at the end of the schedule (open loop) or Duration (closed loop),
+// then waits for the requests in flight (each bounded by Timeout). Only
+// requests whose intended send time lies in the window are counted.
 // Cancelling ctx stops it early: requests in flight are aborted and not
-// counted as completed, and Run returns what it measured with ctx's error.
+// counted as answered, and Run returns what it measured with ctx's error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	client := cfg.Client
-	if client == nil {
-		client = NewClient(cfg)
-		defer client.CloseIdleConnections()
+	e := &engine{cfg: cfg, rec: newRecorder(cfg.Timeout), pick: newPicker(cfg.Targets)}
+	e.client = cfg.Client
+	if e.client == nil {
+		if cfg.MaxConnections > 0 {
+			e.conns = &connCount{n: map[string]int{}}
+		}
+		e.client = newClient(cfg, e.conns)
+		defer e.client.CloseIdleConnections()
 	}
-	e := &engine{cfg: cfg, client: client, rec: newRecorder(), pick: newPicker(cfg.Targets)}
 
 	// A cancellation stops the recorder: answers that still arrive belong
 	// to a run that is being thrown away.
@@ -85,9 +145,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}()
 
 	start := time.Now()
-	e.rec.windowEnd = start.Add(cfg.Window())
+	e.windowStart = start.Add(cfg.Warmup)
+	e.windowEnd = e.windowStart.Add(cfg.Window())
+	e.rec.windowEnd = e.windowEnd
 	stopTick, tickDone := make(chan struct{}), make(chan struct{})
-	go e.tick(start, cfg.Window(), stopTick, tickDone)
+	go e.tick(ctx, start, stopTick, tickDone)
 
 	var res *Result
 	if cfg.Closed() {
@@ -107,39 +169,86 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.TargetRate = float64(o.offered) / o.window.Seconds()
 		}
 	}
+	if cfg.MaxConnections > 0 {
+		res.ConnCap = cfg.MaxConnections * distinctAddrs(cfg.Targets)
+	}
 	return res, ctx.Err()
 }
 
 type engine struct {
 	cfg    Config
 	client *http.Client
+	conns  *connCount // nil: not counted (a shared client, or no cap)
 	rec    *recorder
 	pick   *picker
+
+	windowStart, windowEnd time.Time
 }
 
-// tick closes one row of the series at each whole second of the window
-// but the last; finish closes the last, after the drain.
-func (e *engine) tick(start time.Time, window time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+// tick runs the clock of the run: a progress call per warmup second, the
+// window's start boundary, one row of the series at each whole second of
+// the window but the last (finish closes that one, after the drain), and
+// the window's end boundary.
+func (e *engine) tick(ctx context.Context, start time.Time, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
-	for k := time.Duration(1); k*time.Second < window; k++ {
-		t.Reset(time.Until(start.Add(k * time.Second)))
+	wait := func(at time.Time) bool {
+		t.Reset(time.Until(at))
 		select {
 		case <-stop:
-			return
+			return false
 		case <-t.C:
+			return true
 		}
-		row := e.rec.closeSecond()
+	}
+	for k := 1; start.Add(time.Duration(k) * time.Second).Before(e.windowStart); k++ {
+		if !wait(start.Add(time.Duration(k) * time.Second)) {
+			return
+		}
+		if e.cfg.OnSecond != nil {
+			e.cfg.OnSecond(Second{Second: k - 1, Warmup: true})
+		}
+	}
+	if !wait(e.windowStart) {
+		return
+	}
+	if e.cfg.SampleCPU != nil {
+		e.cfg.SampleCPU() // the baseline of the first second
+	}
+	if e.cfg.OnWindowStart != nil && ctx.Err() == nil {
+		e.cfg.OnWindowStart()
+	}
+	window := e.cfg.Window()
+	for k := time.Duration(1); k*time.Second < window; k++ {
+		if !wait(e.windowStart.Add(k * time.Second)) {
+			return
+		}
+		row := e.rec.closeSecond(e.sampleCPU())
 		if e.cfg.OnSecond != nil {
 			e.cfg.OnSecond(row)
 		}
 	}
+	if !wait(e.windowEnd) {
+		return
+	}
+	if e.cfg.OnWindowEnd != nil && ctx.Err() == nil {
+		e.cfg.OnWindowEnd()
+	}
+	// Wait for the stop: the last row is closed after the drain.
+	<-stop
+}
+
+func (e *engine) sampleCPU() *CPU {
+	if e.cfg.SampleCPU == nil {
+		return nil
+	}
+	return e.cfg.SampleCPU()
 }
 
 func (e *engine) finish() *Result {
-	row := e.rec.closeSecond()
+	row := e.rec.closeSecond(e.sampleCPU())
 	if e.cfg.OnSecond != nil {
 		e.cfg.OnSecond(row)
 	}
@@ -148,8 +257,9 @@ func (e *engine) finish() *Result {
 
 // hit is one scheduled open-loop request.
 type hit struct {
-	due    time.Time
-	target *target
+	due      time.Time
+	target   *target
+	inWindow bool
 }
 
 type openOutcome struct {
@@ -157,12 +267,17 @@ type openOutcome struct {
 	offered, dropped uint64
 }
 
-// runOpen dispatches the schedule to a pool of workers that grows up to
-// MaxWorkers, and returns once every worker is done.
+// runOpen dispatches the schedule (warmup phase first) to a pool of
+// workers that grows up to MaxWorkers, and returns once every worker is
+// done.
 func (e *engine) runOpen(ctx context.Context, start time.Time) openOutcome {
+	phases := e.cfg.Open
+	if e.cfg.Warmup > 0 {
+		phases = append([]Phase{{Kind: KindConstant, Rate: e.cfg.WarmupRate, Duration: e.cfg.Warmup}}, phases...)
+	}
 	var (
 		o       openOutcome
-		sched   = newSchedule(e.cfg.Open)
+		sched   = newSchedule(phases)
 		rng     = rand.New(rand.NewPCG(e.cfg.Seed, 0x6c6f6164))
 		hits    = make(chan hit)
 		wg      sync.WaitGroup
@@ -170,7 +285,9 @@ func (e *engine) runOpen(ctx context.Context, start time.Time) openOutcome {
 		timer   = time.NewTimer(0)
 		// Past this, sends still waiting for a busy worker are dropped:
 		// every worker has then been stuck for a whole Timeout.
-		hardEnd = start.Add(e.cfg.Window() + e.cfg.Timeout)
+		hardEnd = e.windowEnd.Add(e.cfg.Timeout)
+		// cut ends the window early at a cancellation.
+		cut = func() { o.window = min(max(time.Since(e.windowStart), 0), o.window) }
 	)
 	<-timer.C
 	defer timer.Stop()
@@ -181,22 +298,27 @@ dispatch:
 		if !ok {
 			break
 		}
+		// The schedule is in its phase of the hit: phase 0 is the warmup
+		// when there is one.
+		inWindow := e.cfg.Warmup == 0 || sched.i > 0
 		due := start.Add(off)
 		if wait := time.Until(due); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
 				timer.Stop()
-				o.window = min(time.Since(start), o.window)
+				cut()
 				break dispatch
 			case <-timer.C:
 			}
 		} else if ctx.Err() != nil {
-			o.window = min(time.Since(start), o.window)
+			cut()
 			break
 		}
-		o.offered++
-		h := hit{due: due, target: e.pick.pick(rng)}
+		if inWindow {
+			o.offered++
+		}
+		h := hit{due: due, target: e.pick.pick(rng), inWindow: inWindow}
 		select {
 		case hits <- h:
 			continue
@@ -214,13 +336,19 @@ dispatch:
 			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
-			o.offered--
-			o.window = min(time.Since(start), o.window)
+			if inWindow {
+				o.offered--
+			}
+			cut()
 			break dispatch
 		case <-timer.C:
-			o.dropped++
-			for _, more := sched.next(); more; _, more = sched.next() {
+			if inWindow {
 				o.dropped++
+			}
+			for _, more := sched.next(); more; _, more = sched.next() {
+				if e.cfg.Warmup == 0 || sched.i > 0 {
+					o.dropped++
+				}
 			}
 			break dispatch
 		}
@@ -239,32 +367,35 @@ func (e *engine) openWorker(ctx context.Context, first hit, hits <-chan hit, wg 
 }
 
 func (e *engine) sendOpen(ctx context.Context, h hit) {
-	e.rec.sent(time.Since(h.due))
-	status, err := e.do(ctx, h.target)
-	if err != nil && ctx.Err() != nil {
+	if !h.inWindow {
+		e.do(ctx, h.target)
+		return
+	}
+	e.rec.sent(time.Since(h.due), true)
+	out := e.do(ctx, h.target)
+	if out.aborted(ctx) {
 		return // aborted by the cancellation: not an answer
 	}
-	e.rec.done(time.Since(h.due), status)
+	e.rec.done(time.Since(h.due), out)
 }
 
-// runClosed runs the users until Duration has passed, waits for them and
-// returns the window.
+// runClosed runs the users through the warmup and the window, waits for
+// them and returns the window.
 func (e *engine) runClosed(ctx context.Context, start time.Time) time.Duration {
-	end := start.Add(e.cfg.Duration)
 	var wg sync.WaitGroup
 	for u := range e.cfg.Users {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.user(ctx, uint64(u), end)
+			e.user(ctx, uint64(u), e.windowEnd)
 		}()
 	}
 	wg.Wait()
-	return min(time.Since(start), e.cfg.Duration)
+	return min(max(time.Since(e.windowStart), 0), e.cfg.Duration)
 }
 
 // user loops request → response → think time until end; it never has more
-// than one request in flight.
+// than one request in flight. A request counts when it left in the window.
 func (e *engine) user(ctx context.Context, id uint64, end time.Time) {
 	rng := rand.New(rand.NewPCG(e.cfg.Seed, id+1))
 	var think *time.Timer
@@ -276,12 +407,17 @@ func (e *engine) user(ctx context.Context, id uint64, end time.Time) {
 	for ctx.Err() == nil && time.Now().Before(end) {
 		t := e.pick.pick(rng)
 		sentAt := time.Now()
-		e.rec.sent(0)
-		status, err := e.do(ctx, t)
-		if err != nil && ctx.Err() != nil {
+		inWindow := !sentAt.Before(e.windowStart)
+		if inWindow {
+			e.rec.sent(0, false)
+		}
+		out := e.do(ctx, t)
+		if out.aborted(ctx) {
 			return
 		}
-		e.rec.done(time.Since(sentAt), status)
+		if inWindow {
+			e.rec.done(time.Since(sentAt), out)
+		}
 		if think != nil {
 			think.Reset(min(e.cfg.ThinkTime, time.Until(end)))
 			select {
@@ -293,18 +429,47 @@ func (e *engine) user(ctx context.Context, id uint64, end time.Time) {
 	}
 }
 
-// do sends one request and reads the whole response; status 0 with an
-// error means the request failed in transport.
-func (e *engine) do(ctx context.Context, t *target) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+// outcome is what became of one request.
+type outcome struct {
+	status int   // 0 = no answer
+	err    error // transport error or timeout
+	// timeout is set when the request's own timeout expired.
+	timeout bool
+	// connWait is the time from the send to getting a connection, and
+	// capBound whether the connection cap was full when it asked (both
+	// unset when no connection was got).
+	connWait time.Duration
+	gotConn  bool
+	capBound bool
+}
+
+func (o outcome) aborted(ctx context.Context) bool { return o.err != nil && ctx.Err() != nil }
+
+// do sends one request and reads the whole response.
+func (e *engine) do(ctx context.Context, t *target) (out outcome) {
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	var body io.Reader
 	if len(t.body) > 0 {
 		body = bytes.NewReader(t.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, t.method, t.url, body)
+	sent := time.Now()
+	trace := &httptrace.ClientTrace{
+		GetConn: func(hostPort string) {
+			if e.conns != nil && e.conns.get(hostPort) >= e.cfg.MaxConnections {
+				out.capBound = true
+			}
+		},
+		GotConn: func(httptrace.GotConnInfo) {
+			if !out.gotConn {
+				out.gotConn, out.connWait = true, time.Since(sent)
+			}
+		},
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), t.method, t.url, body)
 	if err != nil {
-		return 0, err
+		out.err = err
+		return out
 	}
 	if len(t.header) > 0 {
 		req.Header = t.header.Clone()
@@ -313,15 +478,31 @@ func (e *engine) do(ctx context.Context, t *target) (int, error) {
 		req.Host = t.host
 	}
 	resp, err := e.client.Do(req)
-	if err != nil {
-		return 0, err
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	if err != nil {
-		return 0, err
+		out.err = err
+		out.timeout = ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || rctx.Err() != nil)
+		return out
 	}
-	return resp.StatusCode, nil
+	out.status = resp.StatusCode
+	return out
+}
+
+// distinctAddrs counts the distinct host:port the targets connect to (the
+// connection cap applies to each).
+func distinctAddrs(ts []Target) int {
+	seen := map[string]bool{}
+	for _, t := range ts {
+		u, err := url.Parse(t.URL)
+		if err != nil {
+			continue
+		}
+		seen[u.Host] = true
+	}
+	return len(seen)
 }
 
 // target is a validated Target ready to send.

@@ -211,8 +211,15 @@ func TestRun_StatusCodesAndTransportErrors(t *testing.T) {
 	if res.Errors != c[503]+c[0] {
 		t.Errorf("errors %d, want 503s + transport errors = %d", res.Errors, c[503]+c[0])
 	}
-	if got := uint64(res.Histogram.TotalCount()); got != res.Completed {
-		t.Errorf("histogram holds %d, want every completed request (%d), errors included", got, res.Completed)
+	if got := uint64(res.Histogram.TotalCount()); got != c[200] || res.Succeeded != c[200] {
+		t.Errorf("success histogram holds %d, succeeded %d; want the 200s (%d) only", got, res.Succeeded, c[200])
+	}
+	if got := uint64(res.Pessimistic.TotalCount()); got != res.Completed {
+		t.Errorf("pessimistic histogram holds %d, want every completed request (%d), errors included", got, res.Completed)
+	}
+	if res.Failed5xx != c[503] || res.ConnErrors != c[0] || res.Timeouts != 0 || res.Failed4xx != 0 {
+		t.Errorf("failures 5xx %d, conn %d, timeouts %d, 4xx %d; want %d 5xx, %d refused, nothing else",
+			res.Failed5xx, res.ConnErrors, res.Timeouts, res.Failed4xx, c[503], c[0])
 	}
 	sum := res.Summary()
 	if sum.StatusCodes["503"] != c[503] || sum.StatusCodes["0"] != c[0] {
@@ -306,7 +313,7 @@ func TestRun_OneRowPerSecond(t *testing.T) {
 	if len(lines) != 4 || lines[0] != artifacts.TimeseriesHeader {
 		t.Fatalf("timeseries.csv:\n%s", buf.String())
 	}
-	if !strings.HasPrefix(lines[1], "0,") || strings.Count(lines[1], ",") != 6 {
+	if !strings.HasPrefix(lines[1], "0,") || strings.Count(lines[1], ",") != strings.Count(artifacts.TimeseriesHeader, ",") {
 		t.Errorf("first row %q", lines[1])
 	}
 }

@@ -112,17 +112,16 @@ type Load struct {
 	// Connections caps idle connections per ingress replica; 0 lets the
 	// load engine choose.
 	Connections int `json:"connections,omitempty"`
-	// MaxConnections caps the open connections per ingress replica; sends
-	// beyond it wait for a connection (their latency still counts from the
-	// intended send time). 0 means DefaultMaxConnections. Without a cap an
+	// MaxConnections caps the load generator's open connections, in total
+	// over all ingress replicas (split evenly between them); sends beyond
+	// it wait for a connection (their latency still counts from the
+	// intended send time, and run.json counts them in conn_cap_bound).
+	// 0 sizes the cap from the scenario (see ConnectionCap) so that it
+	// binds only when the run is failing anyway. Without a cap an
 	// overloaded open loop opens a connection for every overdue send, and
 	// the connection storm, not the policy, decides the outcome.
 	MaxConnections int `json:"maxConnections,omitempty"`
 }
-
-// DefaultMaxConnections is the per-ingress-replica connection cap of the
-// load generator when a scenario sets none.
-const DefaultMaxConnections = 256
 
 // Phase kinds.
 const (

@@ -275,7 +275,7 @@ func (v *validator) load(l *Load) {
 		v.add("load.maxWorkers", "got %d, want >= 0 (0 = automatic)", l.MaxWorkers)
 	}
 	if l.MaxConnections < 0 {
-		v.add("load.maxConnections", "got %d, want >= 0 (0 = %d)", l.MaxConnections, DefaultMaxConnections)
+		v.add("load.maxConnections", "got %d, want >= 0 (0 = sized from the peak rate × timeout)", l.MaxConnections)
 	}
 	if l.Connections < 0 {
 		v.add("load.connections", "got %d, want >= 0 (0 = automatic)", l.Connections)

@@ -185,9 +185,19 @@ func (dockerCLI) save(ctx context.Context, image, dest string) error {
 	return nil
 }
 
-// nodeLoader repeats `kind load docker-image`: skip nodes whose image ID
-// already matches, docker save once, import the archive into each other
-// node with the kind library's node utilities.
+// nodeHasImage asks the node's containerd through ctr and crictl (see
+// NodeHasImage); a failing listing counts as absent, so the image is loaded.
+func nodeHasImage(n nodes.Node, image, localID string) bool {
+	var ctr, crictl bytes.Buffer
+	_ = n.Command("ctr", "--namespace=k8s.io", "images", "list").SetStdout(&ctr).Run()
+	_ = n.Command("crictl", "images", "--no-trunc").SetStdout(&crictl).Run()
+	return NodeHasImage(image, localID, ctr.String(), crictl.String())
+}
+
+// nodeLoader repeats `kind load docker-image`: skip nodes that already
+// list the image with the local ID (in either Docker store's terms),
+// docker save once, import the archive into each other node with the kind
+// library's node utilities.
 type nodeLoader struct {
 	p      *provider
 	docker dockerCLI
@@ -213,7 +223,7 @@ func (l *nodeLoader) Load(ctx context.Context, clusterName, image string, want [
 		if !wanted[n.String()] {
 			continue
 		}
-		if have, err := nodeutils.ImageID(n, image); err == nil && have == id {
+		if nodeHasImage(n, image, id) {
 			continue
 		}
 		todo = append(todo, n)

@@ -1,0 +1,170 @@
+package campaign
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/hostcpu"
+	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/ingress/adminapi"
+)
+
+// protocol is the body of one run; it fills run and writes every artifact
+// but run.json. The warmup and the measured window are one load without a
+// pause; the state snapshots are taken at the window's boundaries while
+// the load goes on, so the picks between them are the window's.
+func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run) error {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	r.progress.Phase("reset")
+	if err := r.env.SetAlgorithm(ctx, run.Algorithm); err != nil {
+		return err
+	}
+	v, err := r.env.Reset(ctx, r.c.ResetMode)
+	if err != nil {
+		return err
+	}
+	run.ResetVerified, run.ResetDetail = v.Verified, v.Detail
+
+	cfg := r.loadConfig(r.env.LoadTargets(), uint64(run.Index))
+	if r.c.Warmup > 0 {
+		cfg.Warmup = r.c.Warmup
+		if !cfg.Closed() {
+			cfg.WarmupRate = r.s.Load.StartRate()
+		}
+	}
+	var (
+		before, after         []adminapi.State
+		beforeErr, afterErr   error
+		startedWin, endedWin  bool
+		driver, drivesItsLoad = r.env.(env.LoadDriver)
+	)
+	cfg.OnWindowStart = func() {
+		startedWin = true
+		r.progress.Phase("measure")
+		before, beforeErr = r.env.Snapshot(ctx)
+	}
+	cfg.OnWindowEnd = func() {
+		endedWin = true
+		after, afterErr = r.env.Snapshot(ctx)
+	}
+	cfg.OnSecond = func(load.Second) { r.progress.Second() }
+	if !drivesItsLoad {
+		// The host's CPU means something only when the load is real.
+		cfg.SampleCPU = r.cpuSampler()
+	}
+	if cfg.Warmup > 0 {
+		r.progress.Phase("warmup")
+	}
+
+	var res *load.Result
+	var loadErr error
+	if drivesItsLoad {
+		res, loadErr = driver.RunLoad(ctx, cfg)
+	} else {
+		res, loadErr = load.Run(ctx, cfg)
+	}
+	switch {
+	case loadErr != nil:
+		return fmt.Errorf("campaign: load: %w", loadErr)
+	case !startedWin || !endedWin:
+		return errors.New("campaign: load: the window's boundaries were not signalled (OnWindowStart/OnWindowEnd), so no state snapshots")
+	case beforeErr != nil:
+		return beforeErr
+	case afterErr != nil:
+		return afterErr
+	}
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
+		return err
+	}
+	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after); err != nil {
+		return err
+	}
+	run.Load = res.Summary()
+	run.Validity = judge(run.Load, res.Series)
+	for _, h := range []struct {
+		file string
+		h    *hdrhistogram.Histogram
+	}{
+		{artifacts.HistogramFile, res.Histogram},
+		{artifacts.PessimisticHistogramFile, res.Pessimistic},
+		{artifacts.SendLagHistogramFile, res.SendLag},
+		{artifacts.ConnWaitHistogramFile, res.ConnWait},
+	} {
+		if h.h == nil {
+			continue // not measured (a load driver may leave some out)
+		}
+		b, err := artifacts.EncodeHistogram(h.h)
+		if err != nil {
+			return err
+		}
+		if err := artifacts.WriteFileAtomic(filepath.Join(runDir, h.file), b); err != nil {
+			return err
+		}
+	}
+	var ts bytes.Buffer
+	if err := res.WriteTimeseries(&ts); err != nil {
+		return fmt.Errorf("campaign: timeseries: %w", err)
+	}
+	return artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), ts.Bytes())
+}
+
+// cpuSampler samples the host, this process (the load generator) and, in
+// an environment that lists them, the ingress and backend processes.
+func (r *runner) cpuSampler() func() *load.CPU {
+	var pids env.PIDs
+	if pl, ok := r.env.(env.ProcessLister); ok {
+		pids = pl.PIDs()
+	}
+	s := hostcpu.NewSampler([]int{os.Getpid()}, pids.Ingress, pids.Backends)
+	return func() *load.CPU {
+		u := s.Sample()
+		return &load.CPU{HostIdle: u.HostIdle, Generator: u.Generator, Ingress: u.Ingress, Backends: u.Backends}
+	}
+}
+
+// loadConfig maps the scenario's load onto the load engine. The
+// connection cap is a total over the ingress replicas, split evenly
+// between their addresses (load.Config's cap is per address).
+func (r *runner) loadConfig(targets []env.Target, runIndex uint64) load.Config {
+	l := r.s.Load
+	cfg := load.Config{
+		Users:       l.Users,
+		Duration:    l.Duration.Std(),
+		Timeout:     l.Timeout.Std(),
+		MaxWorkers:  l.MaxWorkers,
+		Connections: l.Connections,
+		Seed:        r.c.Seed*1_000_003 + runIndex,
+	}
+	for _, t := range targets {
+		cfg.Targets = append(cfg.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
+	}
+	for _, p := range l.Open {
+		cfg.Open = append(cfg.Open, load.Phase{
+			Kind: p.Kind, Duration: p.Duration.Std(), Rate: p.Rate, From: p.From, To: p.To, Steps: p.Steps,
+			High: p.High, Low: p.Low, HighFor: p.HighFor.Std(), LowFor: p.LowFor.Std(),
+		})
+	}
+	addrs := distinctHosts(targets)
+	total := l.ConnectionCap()
+	cfg.MaxConnections = (total + addrs - 1) / addrs
+	return cfg
+}
+
+// distinctHosts counts the distinct host:port of the targets (at least 1).
+func distinctHosts(targets []env.Target) int {
+	seen := map[string]bool{}
+	for _, t := range targets {
+		seen[hostOf(t.URL)] = true
+	}
+	return max(len(seen), 1)
+}

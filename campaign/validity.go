@@ -1,0 +1,86 @@
+package campaign
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/load"
+)
+
+// Thresholds of a run's validity check (judge). A run that breaks one
+// measured the host or the load generator, not the system under test.
+const (
+	// HostIdleFloor is the host idle share (percent of all CPUs) below
+	// which a second of the window had no headroom: the ingress, the
+	// backends and the generator were then competing for CPU.
+	HostIdleFloor = 10.0
+	// HostBusySeconds is how many such seconds a window may have: a
+	// couple are the odd burst of another process, more is saturation.
+	HostBusySeconds = 3
+	// SendLagFloor and SendLagShare bound the send-lag p99: at most
+	// max(SendLagFloor, SendLagShare × the success p50). Below 5 ms lag is
+	// timer granularity and scheduling noise; above 1% of the p50 the
+	// generator's own delay starts to show in the latency it reports.
+	SendLagFloor = 5.0 // ms
+	SendLagShare = 0.01
+	// CapBoundShare is the share of sends that may wait for a connection
+	// at the cap: more than a trace means the cap, not the policy,
+	// queued the requests.
+	CapBoundShare = 0.001
+)
+
+// judge checks one run's measurement: the host had headroom, the
+// generator kept its schedule and the connection cap did not queue the
+// load. Each failed check adds a reason.
+func judge(l artifacts.LoadResult, series []load.Second) artifacts.Validity {
+	var reasons []string
+	if busy, measured := busySeconds(series); measured && busy > HostBusySeconds {
+		reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window (at most %d s allowed): the host, not the system, set the pace",
+			HostIdleFloor, busy, HostBusySeconds))
+	}
+	if l.SendLag.Count > 0 {
+		limit := math.Max(SendLagFloor, SendLagShare*l.Success.P50)
+		if l.SendLag.P99 > limit {
+			reasons = append(reasons, fmt.Sprintf("send-lag p99 %.1f ms > max(%g ms, %g%% of p50 %.1f ms): the load generator fell behind its schedule",
+				l.SendLag.P99, SendLagFloor, 100*SendLagShare, l.Success.P50))
+		}
+	}
+	if l.Sent > 0 && float64(l.ConnCapBound) > CapBoundShare*float64(l.Sent) {
+		reasons = append(reasons, fmt.Sprintf("%d of %d requests (%.2f%%) waited for a connection at the cap of %d: the cap queued the load",
+			l.ConnCapBound, l.Sent, 100*float64(l.ConnCapBound)/float64(l.Sent), l.ConnCap))
+	}
+	if l.Dropped > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d scheduled sends were dropped (every load worker stuck for a whole timeout)", l.Dropped))
+	}
+	if l.Outstanding > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d requests of the window were still unanswered when the run stopped waiting", l.Outstanding))
+	}
+	return artifacts.Validity{Valid: len(reasons) == 0, Reasons: reasons}
+}
+
+// busySeconds counts the window's seconds with the host idle below
+// HostIdleFloor; measured is false when no second had a host reading.
+func busySeconds(series []load.Second) (busy int, measured bool) {
+	for _, s := range series {
+		if s.CPU == nil || math.IsNaN(s.CPU.HostIdle) {
+			continue
+		}
+		measured = true
+		if s.CPU.HostIdle < HostIdleFloor {
+			busy++
+		}
+	}
+	return busy, measured
+}
+
+// hostOf returns the host:port of a URL, or the URL itself when it does
+// not parse.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Host
+}

@@ -3,8 +3,9 @@
 //! its requests-in-flight and latency estimate on /prequal/probe, and can
 //! misbehave on purpose (probe and work fault modes, antagonists).
 //!
-//! Standard library only: a thread per connection over std::net, with
-//! keep-alive; SIGTERM/SIGINT keep serving for a grace period, then stop
+//! Standard library only: a thread per open connection over std::net
+//! (threads are reused; at most --max-connections), with keep-alive;
+//! SIGTERM/SIGINT keep serving for a grace period, then stop
 //! accepting, finish in-flight work and exit 0.
 //!
 //! `prequal-backend --sleep DUR` only sleeps: the pod's preStop hook, since

@@ -32,6 +32,11 @@ type ServeConfig struct {
 	Pprof    bool
 	// ShutdownTimeout bounds the drain of in-flight requests; default 10 s.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long, once ctx ends, /readyz fails while the
+	// proxy still accepts and serves new connections, so that load
+	// balancers and EndpointSlice consumers stop sending before the listener
+	// closes. 0 closes the listener at once.
+	ShutdownDelay time.Duration
 	// Started, when set, is called with the running Ingress and the bound
 	// addresses (tests).
 	Started func(proxyAddr, adminAddr string)
@@ -44,14 +49,18 @@ type Addrs struct {
 }
 
 // Serve runs ing until ctx ends: it binds both listeners, writes the
-// address file, runs the route source and the prober, and on ctx's end stops
-// accepting, drains in-flight requests up to ShutdownTimeout and returns nil.
+// address file, runs the route source and the prober, and on ctx's end starts
+// failing readiness, keeps serving for ShutdownDelay, then stops accepting,
+// drains in-flight requests up to ShutdownTimeout and returns nil.
 func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	if cfg.Source == nil {
 		return errors.New("ingress: serve: no route source")
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	if cfg.ShutdownTimeout < 0 || cfg.ShutdownDelay < 0 {
+		return fmt.Errorf("ingress: serve: ShutdownTimeout %v and ShutdownDelay %v must not be negative", cfg.ShutdownTimeout, cfg.ShutdownDelay)
 	}
 	loop, err := IsLoopback(cfg.AdminListen)
 	if err != nil {
@@ -132,8 +141,19 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 		log.Error("ingress stopping after an error", "err", runErr)
 	}
 
-	// Drain: fail readiness, stop accepting, wait for in-flight requests.
+	// Drain: fail readiness, serve on while the endpoint removal
+	// propagates, then stop accepting and wait for in-flight requests.
 	stopping.Store(true)
+	if cfg.ShutdownDelay > 0 && runErr == nil {
+		log.Info("not ready; serving on for the shutdown delay", "delay", cfg.ShutdownDelay)
+		t := time.NewTimer(cfg.ShutdownDelay)
+		select {
+		case <-t.C:
+		case runErr = <-errc:
+			log.Error("ingress stopping after an error", "err", runErr)
+		}
+		t.Stop()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := proxySrv.Shutdown(sctx); err != nil {

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -153,7 +156,11 @@ func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
 	mux.HandleFunc("/admin/state", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, i.State())
 	}))
-	mux.HandleFunc("/admin/algorithm", method(http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+	// State-changing endpoints: guarded against cross-site requests.
+	change := func(h http.HandlerFunc) http.HandlerFunc {
+		return method(http.MethodPost, sameSiteOnly(cfg.Token != "", h))
+	}
+	mux.HandleFunc("/admin/algorithm", change(func(w http.ResponseWriter, r *http.Request) {
 		var req adminapi.AlgorithmRequest
 		if err := decodeBody(r, &req, false); err != nil {
 			writeJSONError(w, http.StatusBadRequest, err.Error())
@@ -169,7 +176,7 @@ func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, i.State())
 	}))
-	mux.HandleFunc("/admin/reset", method(http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/admin/reset", change(func(w http.ResponseWriter, r *http.Request) {
 		var req adminapi.ResetRequest
 		if err := decodeBody(r, &req, true); err != nil {
 			writeJSONError(w, http.StatusBadRequest, err.Error())
@@ -216,6 +223,47 @@ func method(m string, h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// sameSiteOnly refuses state-changing requests that a web page in a local
+// browser could send. A cross-site form or fetch without a CORS preflight
+// can only send text/plain, form or multipart bodies, so application/json is
+// required. A page of a rebound DNS name (evil.example resolving to
+// 127.0.0.1) can send JSON to its own origin, but its Host header names that
+// origin, so without a token the Host must be loopback ("localhost") or an
+// IP literal. A valid bearer token (checked before) proves a real client and
+// lifts the Host rule.
+func sameSiteOnly(tokenChecked bool, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || ct != "application/json" {
+			writeJSONError(w, http.StatusUnsupportedMediaType,
+				fmt.Sprintf("admin: %s needs Content-Type: application/json, got %q", r.URL.Path, r.Header.Get("Content-Type")))
+			return
+		}
+		if !tokenChecked && !localHost(r.Host) {
+			writeJSONError(w, http.StatusForbidden,
+				fmt.Sprintf("admin: Host %q refused: without a token, state changes need a loopback or IP-literal Host", r.Host))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// localHost reports whether a Host header names no DNS name a web page
+// could own: "localhost" or an IP literal, with or without a port.
+func localHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	_, err := netip.ParseAddr(host)
+	return err == nil
 }
 
 // decodeBody decodes one JSON object, rejecting unknown fields. An empty

@@ -30,6 +30,9 @@ func adminServer(t *testing.T, ing *Ingress, cfg AdminConfig) string {
 func do(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -187,7 +190,10 @@ func FuzzAdminAlgorithm(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, p := range []string{"/admin/algorithm", "/admin/reset"} {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, p, strings.NewReader(body)))
+			req := httptest.NewRequest(http.MethodPost, p, strings.NewReader(body))
+			req.Host = "127.0.0.1:8081"
+			req.Header.Set("Content-Type", "application/json")
+			h.ServeHTTP(w, req)
 			if w.Code != 200 && w.Code != 400 && w.Code != 404 {
 				t.Fatalf("POST %s %q = %d", p, body, w.Code)
 			}
@@ -367,5 +373,98 @@ func TestServe_NonLoopbackAdminNeedsToken(t *testing.T) {
 	err := Serve(context.Background(), ing, ServeConfig{Source: staticSource{}, Listen: "127.0.0.1:0", AdminListen: "0.0.0.0:0"})
 	if err == nil || !strings.Contains(err.Error(), "admin token") {
 		t.Fatalf("Serve = %v", err)
+	}
+}
+
+// adminRequest sends a POST to the admin API with the given headers.
+func adminRequest(t *testing.T, url, host, contentType, origin, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Host = host
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// What a web page in a local browser can send must not change the ingress:
+// a cross-site "simple" POST (text/plain, no preflight) and, through DNS
+// rebinding, a same-origin JSON POST whose Host is the attacker's name.
+func TestAdmin_RefusesCrossSiteStateChanges(t *testing.T) {
+	ing, err := New(Options{Seed: 1, DefaultAlgorithm: "random"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing.Update([]route.Spec{{Key: "k", Path: "/", Endpoints: []string{"127.0.0.1:9"}}})
+	admin := adminServer(t, ing, AdminConfig{})
+	port := strings.TrimPrefix(admin[strings.LastIndex(admin, ":"):], ":")
+	algo := func() string { return ing.State().Routes[0].Algorithm }
+	const body = `{"algorithm":"round-robin"}`
+
+	refused := []struct {
+		name, host, contentType, origin string
+		code                            int
+	}{
+		{"the CSRF request of issue 15", "evil.example", "text/plain", "http://evil.example", http.StatusUnsupportedMediaType},
+		{"text/plain to a loopback Host", "127.0.0.1:" + port, "text/plain;charset=UTF-8", "http://evil.example", http.StatusUnsupportedMediaType},
+		{"form", "127.0.0.1:" + port, "application/x-www-form-urlencoded", "", http.StatusUnsupportedMediaType},
+		{"no Content-Type", "127.0.0.1:" + port, "", "", http.StatusUnsupportedMediaType},
+		{"DNS rebinding: JSON to a rebound name", "evil.example:" + port, "application/json", "http://evil.example:" + port, http.StatusForbidden},
+		{"DNS rebinding without port", "evil.example", "application/json", "", http.StatusForbidden},
+		{"a subdomain of localhost", "a.localhost.evil.example", "application/json", "", http.StatusForbidden},
+	}
+	for _, tt := range refused {
+		for _, p := range []string{"/admin/algorithm", "/admin/reset"} {
+			code, msg := adminRequest(t, admin+p, tt.host, tt.contentType, tt.origin, "", body)
+			if code != tt.code || !strings.Contains(msg, `"error"`) {
+				t.Errorf("%s: POST %s = %d %s, want %d", tt.name, p, code, msg, tt.code)
+			}
+		}
+		if a := algo(); a != "random" {
+			t.Fatalf("%s changed the algorithm to %s", tt.name, a)
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port, "10.1.2.3:8081", "[fd00::1]"} {
+		if code, msg := adminRequest(t, admin+"/admin/algorithm", host, "application/json; charset=utf-8", "", "", `{"algorithm":"p2c"}`); code != 200 {
+			t.Fatalf("Host %s: %d %s, want 200", host, code, msg)
+		}
+	}
+	if a := algo(); a != "p2c" {
+		t.Fatalf("algorithm %s after allowed requests, want p2c", a)
+	}
+}
+
+// A valid token proves a real client: any Host is accepted, but the body
+// must still be JSON.
+func TestAdmin_TokenLiftsTheHostRule(t *testing.T) {
+	ing, err := New(Options{Seed: 1, DefaultAlgorithm: "random"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing.Update([]route.Spec{{Key: "k", Path: "/", Endpoints: []string{"127.0.0.1:9"}}})
+	admin := adminServer(t, ing, AdminConfig{Token: "s3cret"})
+	if code, msg := adminRequest(t, admin+"/admin/algorithm", "ingress.prequalbench.svc:8081", "application/json", "", "s3cret", `{"algorithm":"p2c"}`); code != 200 {
+		t.Fatalf("token and a DNS Host: %d %s", code, msg)
+	}
+	if code, _ := adminRequest(t, admin+"/admin/algorithm", "ingress.prequalbench.svc:8081", "text/plain", "", "s3cret", `{"algorithm":"rr"}`); code != http.StatusUnsupportedMediaType {
+		t.Fatalf("token and text/plain: %d, want 415", code)
+	}
+	if code, _ := adminRequest(t, admin+"/admin/algorithm", "evil.example", "application/json", "", "", `{"algorithm":"rr"}`); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d, want 401", code)
+	}
+	if a := ing.State().Routes[0].Algorithm; a != "p2c" {
+		t.Fatalf("algorithm %s, want p2c", a)
 	}
 }

@@ -39,9 +39,10 @@ type MetricChange struct {
 type CompareResult struct {
 	// Regressed is true when a gated metric regressed significantly.
 	Regressed bool
-	// Gated counts the gated metrics compared; Undetectable those of them
-	// whose run counts could not have shown a regression.
-	Gated, Undetectable int
+	// Gated counts the gated metrics compared; Tested those gated by a
+	// p-value (latencies and the rate; the error rate is gated by its
+	// rise); Undetectable those whose run counts could not reach alpha.
+	Gated, Tested, Undetectable int
 }
 
 // Summary is the one-line outcome for a terminal.
@@ -51,10 +52,10 @@ func (r CompareResult) Summary() string {
 		return "regressed"
 	case r.Gated == 0:
 		return "nothing compared"
-	case r.Undetectable == r.Gated:
-		return "cannot detect a regression (too few runs)"
+	case r.Tested > 0 && r.Undetectable == r.Tested:
+		return "cannot detect a latency or rate regression (too few runs); error rates did not regress"
 	case r.Undetectable > 0:
-		return fmt.Sprintf("no significant regression in %d gated metrics; %d could not have shown one (too few runs)", r.Gated-r.Undetectable, r.Undetectable)
+		return fmt.Sprintf("no significant regression; %d of %d latency and rate metrics could not have shown one (too few runs)", r.Undetectable, r.Tested)
 	}
 	return "no significant regression"
 }
@@ -93,6 +94,9 @@ func Compare(newDir, oldDir string, opts Options) (CompareResult, error) {
 		res.Regressed = res.Regressed || c.Regressed
 		if c.Gated {
 			res.Gated++
+		}
+		if c.Gated && c.Metric != "error_rate" {
+			res.Tested++
 		}
 		if c.Undetectable {
 			res.Undetectable++
@@ -212,11 +216,12 @@ func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, 
 	switch {
 	case len(regs) > 0:
 		p("**Verdict: regressed** (%d): %s.\n\n", len(regs), joinComma(regs))
-	case res.Gated > 0 && res.Undetectable == res.Gated:
-		p("**Verdict: cannot detect a regression**: no gated latency or rate metric has enough runs on both sides to reach p < %.2g.\n\n", o.Alpha)
+	case res.Tested > 0 && res.Undetectable == res.Tested:
+		p("**Verdict: cannot detect a regression** of latency or rate: no such metric has enough runs on both sides to reach p < %.2g "+
+			"(error rates, gated by their rise, did not regress).\n\n", o.Alpha)
 	case res.Undetectable > 0:
-		p("**Verdict: no significant regression** among the gated metrics that could show one; %d of %d could not (too few runs).\n\n",
-			res.Undetectable, res.Gated)
+		p("**Verdict: no significant regression** among the metrics that could show one; %d of %d latency and rate metrics could not (too few runs).\n\n",
+			res.Undetectable, res.Tested)
 	default:
 		p("**Verdict: no significant regression.**\n\n")
 	}

@@ -17,9 +17,9 @@ import (
 
 // plotCaptions names every plot the report can link, in display order.
 var plotCaptions = []struct{ file, caption string }{
-	{"latency-percentiles.svg", "Latency by percentile (all successful runs of each algorithm merged; log-scaled tail)"},
-	{"p99-over-time.svg", "p99 per second of the measured window (median across reps)"},
-	{"selection-shares.svg", "Share of picks by backend group (median across runs)"},
+	{"latency-percentiles.svg", "Latency by percentile (every valid run of each algorithm merged; successes only from schema v2 on; log-scaled tail)"},
+	{"p99-over-time.svg", "p99 per second of the measured window (median across valid reps)"},
+	{"selection-shares.svg", "Share of picks by backend group (median across valid runs)"},
 }
 
 // writeMarkdown renders REPORT.md. Every value is formatted with fixed
@@ -234,7 +234,11 @@ func ciCell(m MetricResult) string {
 
 func writeHeadline(w io.Writer, ds *dataset, a *Analysis) {
 	fmt.Fprintf(w, "## Headline\n\n")
-	header := []string{"algorithm", "valid runs"}
+	runsLabel := "valid runs"
+	if !ds.v2() {
+		runsLabel = "runs"
+	}
+	header := []string{"algorithm", runsLabel}
 	for _, m := range metricsOf(ds) {
 		header = append(header, fmt.Sprintf("%s (%s)", m.Label, m.Unit))
 	}

@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,22 @@ type Options struct {
 	// UpstreamTimeout is the longest wait for a backend's response headers
 	// before answering 504; default 5 s.
 	UpstreamTimeout time.Duration
+	// UpstreamReadTimeout is the longest silence of a backend connection
+	// while the ingress reads from it or writes to it (nginx's
+	// proxy_read_timeout and proxy_send_timeout): a backend that sends
+	// headers and then stalls is cut off after it. Default 60 s.
+	UpstreamReadTimeout time.Duration
+	// UpstreamIdleTimeout closes keep-alive connections to backends that
+	// were idle this long (nginx's upstream keepalive_timeout); default 60 s.
+	UpstreamIdleTimeout time.Duration
+	// ClientBodyTimeout is the longest wait between two reads of a client's
+	// request body (nginx's client_body_timeout); the client gets 408.
+	// Default 60 s.
+	ClientBodyTimeout time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For chain and X-Real-IP
+	// are passed on; from any other peer both are replaced by the peer's
+	// address. Empty trusts nobody.
+	TrustedProxies []netip.Prefix
 	// ProbeTimeout bounds one probe; default 100 ms.
 	ProbeTimeout time.Duration
 	// ProbeStaleAfter is the largest accepted skew between a backend's probe
@@ -87,6 +104,7 @@ type Ingress struct {
 	transport *http.Transport
 	bufPool   bufferPool
 	errLog    *log.Logger
+	failLog   logLimiter // upstream errors
 	seed      uint64
 
 	table  atomic.Pointer[table]
@@ -129,6 +147,15 @@ func New(opts Options) (*Ingress, error) {
 	if opts.UpstreamTimeout == 0 {
 		opts.UpstreamTimeout = 5 * time.Second
 	}
+	if opts.UpstreamReadTimeout == 0 {
+		opts.UpstreamReadTimeout = 60 * time.Second
+	}
+	if opts.UpstreamIdleTimeout == 0 {
+		opts.UpstreamIdleTimeout = 60 * time.Second
+	}
+	if opts.ClientBodyTimeout == 0 {
+		opts.ClientBodyTimeout = 60 * time.Second
+	}
 	if opts.ProbeTimeout == 0 {
 		opts.ProbeTimeout = 100 * time.Millisecond
 	}
@@ -138,9 +165,10 @@ func New(opts Options) (*Ingress, error) {
 	if opts.ProbeQueueSize == 0 {
 		opts.ProbeQueueSize = 4096
 	}
-	if opts.UpstreamTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
+	if opts.UpstreamTimeout < 0 || opts.UpstreamReadTimeout < 0 || opts.UpstreamIdleTimeout < 0 ||
+		opts.ClientBodyTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
 		opts.ProbeWorkers < 0 || opts.ProbeQueueSize < 0 {
-		return nil, fmt.Errorf("ingress: UpstreamTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers and ProbeQueueSize must not be negative")
+		return nil, fmt.Errorf("ingress: UpstreamTimeout, UpstreamReadTimeout, UpstreamIdleTimeout, ClientBodyTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers and ProbeQueueSize must not be negative")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -180,11 +208,18 @@ func New(opts Options) (*Ingress, error) {
 	// each one holds two goroutines and 8 KiB of buffers, and keeping
 	// hundreds per backend after a burst cost tens of MB of RSS (measured at
 	// 3,000 rps over 16 backends) for little reuse.
+	dial, readTimeout := opts.DialContext, opts.UpstreamReadTimeout
 	i.transport = &http.Transport{
-		DialContext:           opts.DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &deadlineConn{Conn: c, timeout: readTimeout}, nil
+		},
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       30 * time.Second,
+		IdleConnTimeout:       opts.UpstreamIdleTimeout,
 		ResponseHeaderTimeout: opts.UpstreamTimeout,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass bodies through as the backend encoded them
@@ -381,14 +416,18 @@ func (i *Ingress) newRoute(key string) *routeState {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, key)
 	rs := &routeState{
-		key:          key,
-		ing:          i,
-		rng:          rand.New(rand.NewPCG(i.seed, h.Sum64())),
-		duration:     i.metrics.RequestDuration.WithLabelValues(key),
-		fallbacks:    i.metrics.Fallbacks.WithLabelValues(key),
-		probesSent:   i.metrics.ProbesSent.WithLabelValues(key),
-		probeLatency: i.metrics.ProbeDuration.WithLabelValues(key),
-		probeResults: map[loadbalancer.ProbeOutcome]prometheus.Counter{},
+		key:                key,
+		ing:                i,
+		rng:                rand.New(rand.NewPCG(i.seed, h.Sum64())),
+		duration:           i.metrics.RequestDuration.WithLabelValues(key),
+		fallbacks:          i.metrics.Fallbacks.WithLabelValues(key),
+		probesSent:         i.metrics.ProbesSent.WithLabelValues(key),
+		probeLatency:       i.metrics.ProbeDuration.WithLabelValues(key),
+		probeResults:       map[loadbalancer.ProbeOutcome]prometheus.Counter{},
+		upstreamErrorKinds: map[string]prometheus.Counter{},
+	}
+	for _, kind := range []string{upstreamTimeout, upstreamFailed, upstreamBody} {
+		rs.upstreamErrorKinds[kind] = i.metrics.UpstreamErrors.WithLabelValues(key, kind)
 	}
 	for _, o := range loadbalancer.ProbeOutcomes {
 		rs.probeResults[o] = i.metrics.ProbeResults.WithLabelValues(key, string(o))

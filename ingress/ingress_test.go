@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -131,9 +132,10 @@ func TestProxy_SpreadsPicksOverRealBackends(t *testing.T) {
 
 func TestProxy_StatusBodies(t *testing.T) {
 	hang := testbackend.Start(t, "--work-fault", "hang")
+	dead := closedAddr(t)
 	ing, url := newTestIngress(t, Options{UpstreamTimeout: 300 * time.Millisecond, DefaultAlgorithm: "round-robin"},
 		route.Spec{Key: "empty", Path: "/empty", PathType: route.PathPrefix, Endpoints: nil},
-		route.Spec{Key: "dead", Path: "/dead", PathType: route.PathPrefix, Endpoints: []string{closedAddr(t)}},
+		route.Spec{Key: "dead", Path: "/dead", PathType: route.PathPrefix, Endpoints: []string{dead}},
 		route.Spec{Key: "hang", Path: "/work", PathType: route.PathPrefix, Endpoints: []string{hang.Addr}},
 	)
 	tests := []struct {
@@ -142,14 +144,20 @@ func TestProxy_StatusBodies(t *testing.T) {
 		body string
 	}{
 		{"/nowhere", 404, "no route for host"},
-		{"/empty", 503, `route "empty" has no endpoints`},
-		{"/dead/x", 502, `upstream of route "dead" failed`},
-		{"/work", 504, `upstream of route "hang" timed out`},
+		{"/empty", 503, "503 Service Unavailable\n"},
+		{"/dead/x", 502, "502 Bad Gateway\n"},
+		{"/work", 504, "504 Gateway Timeout\n"},
 	}
 	for _, tt := range tests {
 		code, body, h := get(t, url+tt.path, "")
 		if code != tt.code || !strings.Contains(body, tt.body) {
 			t.Errorf("GET %s = %d %q, want %d containing %q", tt.path, code, body, tt.code, tt.body)
+		}
+		// Generic answers: no route key, endpoint address or error text.
+		for _, secret := range []string{"empty", "dead", "hang", dead, hang.Addr, "dial", "refused"} {
+			if tt.code != 404 && strings.Contains(body, secret) {
+				t.Errorf("GET %s body %q reveals %q", tt.path, body, secret)
+			}
 		}
 		if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 			t.Errorf("GET %s Content-Type %q", tt.path, ct)
@@ -163,8 +171,44 @@ func TestProxy_StatusBodies(t *testing.T) {
 	if counts["empty"] != [2]uint64{1, 0} || counts["dead"] != [2]uint64{0, 1} || counts["hang"] != [2]uint64{0, 1} {
 		t.Fatalf("no-endpoint/upstream-error counters %v", counts)
 	}
+	// The details the body leaves out are in the metrics.
+	if got := upstreamErrorKinds(t, ing); got["dead/failed"] != 1 || got["hang/timeout"] != 1 {
+		t.Fatalf("prequal_upstream_errors_total %v, want dead/failed 1 and hang/timeout 1", got)
+	}
 }
 
+// upstreamErrorKinds reads prequal_upstream_errors_total as "route/kind" -> value.
+func upstreamErrorKinds(t *testing.T, ing *Ingress) map[string]float64 {
+	t.Helper()
+	mfs, err := ing.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "prequal_upstream_errors_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			var r, k string
+			for _, l := range m.Label {
+				switch l.GetName() {
+				case "route":
+					r = l.GetValue()
+				case "kind":
+					k = l.GetValue()
+				}
+			}
+			if v := m.Counter.GetValue(); v != 0 {
+				out[r+"/"+k] = v
+			}
+		}
+	}
+	return out
+}
+
+// The client's claims about its address (X-Forwarded-For, X-Real-IP) pass
+// only from a trusted proxy; from anyone else both name the peer.
 func TestProxy_ForwardedHeadersAndHost(t *testing.T) {
 	seen := make(chan http.Header, 1)
 	hostSeen := make(chan string, 1)
@@ -173,28 +217,45 @@ func TestProxy_ForwardedHeadersAndHost(t *testing.T) {
 		hostSeen <- r.Host
 	}))
 	defer be.Close()
-	_, url := newTestIngress(t, Options{DefaultAlgorithm: "random"},
-		route.Spec{Key: "h", Host: "bench.local", Path: "/", Endpoints: []string{strings.TrimPrefix(be.URL, "http://")}})
-	req, _ := http.NewRequest(http.MethodGet, url+"/a", nil)
-	req.Host = "bench.local:8080"
-	req.Header.Set("X-Forwarded-For", "203.0.113.7")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	spec := route.Spec{Key: "h", Host: "bench.local", Path: "/", Endpoints: []string{strings.TrimPrefix(be.URL, "http://")}}
+	tests := []struct {
+		name        string
+		trusted     []netip.Prefix
+		xff, realIP string
+	}{
+		{"untrusted peer", nil, "127.0.0.1", "127.0.0.1"},
+		{"other proxies trusted", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "127.0.0.1", "127.0.0.1"},
+		{"trusted peer", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.7, 127.0.0.1", "203.0.113.9"},
 	}
-	resp.Body.Close()
-	h := <-seen
-	if got := h.Get("X-Forwarded-For"); got != "203.0.113.7, 127.0.0.1" {
-		t.Errorf("X-Forwarded-For %q", got)
-	}
-	if got := h.Get("X-Forwarded-Host"); got != "bench.local:8080" {
-		t.Errorf("X-Forwarded-Host %q", got)
-	}
-	if got := h.Get("X-Forwarded-Proto"); got != "http" {
-		t.Errorf("X-Forwarded-Proto %q", got)
-	}
-	if got := <-hostSeen; got != "bench.local:8080" {
-		t.Errorf("backend saw Host %q, want the client's", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, url := newTestIngress(t, Options{DefaultAlgorithm: "random", TrustedProxies: tt.trusted}, spec)
+			req, _ := http.NewRequest(http.MethodGet, url+"/a", nil)
+			req.Host = "bench.local:8080"
+			req.Header.Set("X-Forwarded-For", "203.0.113.7")
+			req.Header.Set("X-Real-IP", "203.0.113.9")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			h := <-seen
+			if got := h.Get("X-Forwarded-For"); got != tt.xff {
+				t.Errorf("X-Forwarded-For %q, want %q", got, tt.xff)
+			}
+			if got := h.Values("X-Real-IP"); len(got) != 1 || got[0] != tt.realIP {
+				t.Errorf("X-Real-IP %q, want %q", got, tt.realIP)
+			}
+			if got := h.Get("X-Forwarded-Host"); got != "bench.local:8080" {
+				t.Errorf("X-Forwarded-Host %q", got)
+			}
+			if got := h.Get("X-Forwarded-Proto"); got != "http" {
+				t.Errorf("X-Forwarded-Proto %q", got)
+			}
+			if got := <-hostSeen; got != "bench.local:8080" {
+				t.Errorf("backend saw Host %q, want the client's", got)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,12 +46,13 @@ type routeState struct {
 	inFlight                             atomic.Int64
 
 	// Pre-resolved metric children.
-	codes        [600]atomic.Pointer[prometheus.Counter]
-	duration     prometheus.Observer
-	fallbacks    prometheus.Counter
-	probesSent   prometheus.Counter
-	probeLatency prometheus.Observer
-	probeResults map[loadbalancer.ProbeOutcome]prometheus.Counter // immutable
+	codes              [600]atomic.Pointer[prometheus.Counter]
+	duration           prometheus.Observer
+	upstreamErrorKinds map[string]prometheus.Counter // immutable
+	fallbacks          prometheus.Counter
+	probesSent         prometheus.Counter
+	probeLatency       prometheus.Observer
+	probeResults       map[loadbalancer.ProbeOutcome]prometheus.Counter // immutable
 }
 
 var (
@@ -60,11 +62,20 @@ var (
 
 // ServeHTTP proxies a request to an endpoint of the matching route.
 func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !forwardablePath(r.URL) {
+		i.metrics.RejectedPaths.Inc()
+		writeText(w, http.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash or an encoded slash\n")
+		return
+	}
 	rule, ok := i.table.Load().router.Match(r.Host, r.URL.Path)
 	if !ok {
 		i.metrics.NoRoute.Inc()
 		writeText(w, http.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", r.Host, r.URL.Path))
 		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		b := &clientBody{ReadCloser: r.Body, ResponseWriter: w, timeout: i.opts.ClientBodyTimeout}
+		r.Body, w = b, b
 	}
 	rule.Value.proxy.ServeHTTP(w, r)
 }
@@ -78,14 +89,48 @@ func writeText(w http.ResponseWriter, code int, msg string) {
 }
 
 // rewrite prepares the outbound request; the endpoint is chosen later, in
-// RoundTrip. The inbound Host header is kept.
+// RoundTrip. The inbound Host header is kept. ReverseProxy has already
+// removed X-Forwarded-* and Forwarded from the outbound request.
 func (rs *routeState) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "http"
-	// Append to the client's X-Forwarded-For chain, as edge proxies do.
-	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
-		pr.Out.Header["X-Forwarded-For"] = xff
+	peer, _, err := net.SplitHostPort(pr.In.RemoteAddr)
+	if err != nil {
+		peer = ""
+	}
+	if rs.ing.trusts(peer) {
+		// A trusted proxy's chain is extended, as edge proxies do, and its
+		// X-Real-IP names the client.
+		if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
+			pr.Out.Header["X-Forwarded-For"] = xff
+		}
+		if _, ok := pr.In.Header["X-Real-Ip"]; !ok && peer != "" {
+			pr.Out.Header["X-Real-Ip"] = []string{peer}
+		}
+	} else if peer != "" {
+		// Anyone else's claims about the client address are replaced.
+		pr.Out.Header["X-Real-Ip"] = []string{peer}
+	} else {
+		delete(pr.Out.Header, "X-Real-Ip")
 	}
 	pr.SetXForwarded()
+}
+
+// trusts reports whether peer (an IP literal) is a trusted proxy.
+func (i *Ingress) trusts(peer string) bool {
+	if len(i.opts.TrustedProxies) == 0 {
+		return false
+	}
+	a, err := netip.ParseAddr(peer)
+	if err != nil {
+		return false
+	}
+	a = a.WithZone("").Unmap()
+	for _, p := range i.opts.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // RoundTrip picks an endpoint, sends the request over the shared transport
@@ -119,7 +164,9 @@ func (rs *routeState) RoundTrip(req *http.Request) (*http.Response, error) {
 		now := time.Now()
 		status := 0
 		if req.Context().Err() != nil {
-			status = 499 // the client gave up; not the endpoint's fault
+			// The client gave up, or stalled sending its body (the server
+			// cancels the request then); not the endpoint's fault.
+			status = 499
 		}
 		rs.attemptDone(pol, p, now.Sub(start), status, now)
 		return nil, err
@@ -131,7 +178,7 @@ func (rs *routeState) RoundTrip(req *http.Request) (*http.Response, error) {
 		rs.finish(resp.StatusCode)
 		return resp, nil
 	}
-	resp.Body = &trackedBody{ReadCloser: resp.Body, rs: rs, pol: pol, picked: p, start: start, status: resp.StatusCode}
+	resp.Body = &trackedBody{ReadCloser: resp.Body, rs: rs, pol: pol, picked: p, start: start, status: resp.StatusCode, ctx: req.Context()}
 	return resp, nil
 }
 
@@ -227,27 +274,56 @@ func retryable(req *http.Request, err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// Kinds of upstream failure, the kind label of prequal_upstream_errors_total.
+const (
+	upstreamTimeout = "timeout" // no response headers in time (504)
+	upstreamFailed  = "failed"  // connection or exchange failed (502)
+	upstreamBody    = "body"    // the response body broke off after the headers
+)
+
+// Bodies of the answers the ingress makes itself: generic, so that no
+// endpoint address, route key or error text reaches a client. The details
+// go to the (rate-limited) log and the metrics.
+var statusBodies = map[int]string{
+	http.StatusRequestTimeout:     "408 Request Timeout\n",
+	http.StatusBadGateway:         "502 Bad Gateway\n",
+	http.StatusServiceUnavailable: "503 Service Unavailable\n",
+	http.StatusGatewayTimeout:     "504 Gateway Timeout\n",
+}
+
 // errorHandler answers requests that got no response from a backend.
 func (rs *routeState) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	var code int
-	var msg string
 	switch {
 	case errors.Is(err, errNoEndpoints):
 		rs.noEndpoint.Add(1)
-		code, msg = http.StatusServiceUnavailable, fmt.Sprintf("prequalbench ingress: route %q has no endpoints\n", rs.key)
+		code = http.StatusServiceUnavailable
+	case clientBodyTimedOut(w):
+		// Checked before the context: the server cancels the request when
+		// its connection's read deadline expires.
+		code = http.StatusRequestTimeout
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads an answer. 499 as nginx logs it.
 		rs.finish(499)
 		return
 	case isTimeout(err):
-		rs.upstreamErrors.Add(1)
-		code, msg = http.StatusGatewayTimeout, fmt.Sprintf("prequalbench ingress: upstream of route %q timed out\n", rs.key)
+		rs.upstreamError(upstreamTimeout, err)
+		code = http.StatusGatewayTimeout
 	default:
-		rs.upstreamErrors.Add(1)
-		code, msg = http.StatusBadGateway, fmt.Sprintf("prequalbench ingress: upstream of route %q failed: %v\n", rs.key, err)
+		rs.upstreamError(upstreamFailed, err)
+		code = http.StatusBadGateway
 	}
 	rs.finish(code)
-	writeText(w, code, msg)
+	writeText(w, code, statusBodies[code])
+}
+
+// upstreamError counts a failed exchange with a backend and logs it.
+func (rs *routeState) upstreamError(kind string, err error) {
+	rs.upstreamErrors.Add(1)
+	rs.upstreamErrorKinds[kind].Inc()
+	if ok, suppressed := rs.ing.failLog.allow(time.Now()); ok {
+		rs.ing.log.Warn("upstream error", "route", rs.key, "kind", kind, "err", err, "suppressed_since_last", suppressed)
+	}
 }
 
 func isTimeout(err error) bool {
@@ -259,15 +335,26 @@ func isTimeout(err error) bool {
 }
 
 // trackedBody reports the request to the policy when the proxy closes the
-// response body, so latency covers the whole response.
+// response body, so latency covers the whole response. The proxy's goroutine
+// does both the reads and the close.
 type trackedBody struct {
 	io.ReadCloser
-	rs     *routeState
-	pol    loadbalancer.Policy
-	picked loadbalancer.Picked
-	start  time.Time
-	status int
-	closed atomic.Bool
+	rs      *routeState
+	pol     loadbalancer.Policy
+	picked  loadbalancer.Picked
+	start   time.Time
+	status  int
+	ctx     context.Context // the request's: done when the client went away
+	readErr error           // the first read error other than io.EOF
+	closed  atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.readErr == nil {
+		b.readErr = err
+	}
+	return n, err
 }
 
 func (b *trackedBody) Close() error {
@@ -275,9 +362,20 @@ func (b *trackedBody) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
 		now := time.Now()
 		lat := now.Sub(b.start)
-		b.rs.attemptDone(b.pol, b.picked, lat, b.status, now)
+		code, status := b.status, b.status
+		if b.readErr != nil {
+			if b.ctx.Err() != nil {
+				code, status = 499, 499 // the client went away mid-body
+			} else {
+				// The backend broke off mid-body: the client got a cut
+				// response, so this is the backend's error, not a success.
+				code, status = http.StatusBadGateway, 0
+				b.rs.upstreamError(upstreamBody, b.readErr)
+			}
+		}
+		b.rs.attemptDone(b.pol, b.picked, lat, status, now)
 		b.rs.duration.Observe(lat.Seconds())
-		b.rs.finish(b.status)
+		b.rs.finish(code)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -34,6 +35,9 @@ type ingressFlags struct {
 	probeTimeout                             time.Duration
 	probeWorkers, probeQueueSize             int
 	upstreamTimeout, shutdownTimeout         time.Duration
+	upstreamReadTimeout, upstreamIdleTimeout time.Duration
+	clientBodyTimeout, shutdownDelay         time.Duration
+	trustedProxies                           []string
 	retry, pprof                             bool
 	seed                                     uint64
 	logLevel                                 string
@@ -84,8 +88,20 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.IntVar(&f.probeWorkers, "probe-workers", 16, "probe worker goroutines")
 	fl.IntVar(&f.probeQueueSize, "probe-queue-size", 4096, "probe queue capacity (a full queue drops probes)")
 	fl.DurationVar(&f.upstreamTimeout, "upstream-timeout", 5*time.Second, "wait for backend response headers before answering 504")
+	fl.DurationVar(&f.upstreamReadTimeout, "upstream-read-timeout", 60*time.Second,
+		"longest silence of a backend connection while reading its response or writing the request (nginx proxy_read_timeout, proxy_send_timeout)")
+	fl.DurationVar(&f.upstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "close keep-alive connections to backends idle this long (nginx upstream keepalive_timeout)")
+	fl.DurationVar(&f.clientBodyTimeout, "client-body-timeout", 60*time.Second, "longest wait between two reads of a request body before answering 408 (nginx client_body_timeout)")
+	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
+		"comma-separated CIDRs (or IPs) of proxies whose X-Forwarded-For and X-Real-IP are kept; from any other peer both are set from the peer's address")
 	fl.BoolVar(&f.retry, "retry", false, "retry once on another endpoint when connecting fails (idempotent requests without body)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "drain deadline for in-flight requests on SIGTERM")
+	defDelay := time.Duration(0)
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		defDelay = 5 * time.Second
+	}
+	fl.DurationVar(&f.shutdownDelay, "shutdown-delay", defDelay,
+		"on SIGTERM, fail readiness and keep serving new connections this long before closing the listener, while load balancers and EndpointSlices catch up (default 5s inside a cluster, else 0)")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the per-route random sources (0 = random)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -123,6 +139,16 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	if f.probeTimeout <= 0 || f.probeWorkers <= 0 || f.probeQueueSize <= 0 || f.upstreamTimeout <= 0 || f.shutdownTimeout <= 0 {
 		return bad("--probe-timeout, --probe-workers, --probe-queue-size, --upstream-timeout and --shutdown-timeout must be > 0")
 	}
+	if f.upstreamReadTimeout <= 0 || f.upstreamIdleTimeout <= 0 || f.clientBodyTimeout <= 0 {
+		return bad("--upstream-read-timeout, --upstream-idle-timeout and --client-body-timeout must be > 0")
+	}
+	if f.shutdownDelay < 0 {
+		return bad("--shutdown-delay %v: must be >= 0", f.shutdownDelay)
+	}
+	trusted, err := parseTrustedProxies(f.trustedProxies)
+	if err != nil {
+		return bad("--trusted-proxies: %v", err)
+	}
 
 	token := ""
 	if f.adminTokenFile != "" {
@@ -144,15 +170,19 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	}
 
 	ing, err := ingress.New(ingress.Options{
-		DefaultAlgorithm: f.defaultAlgorithm,
-		Policy:           cfg,
-		UpstreamTimeout:  f.upstreamTimeout,
-		ProbeTimeout:     f.probeTimeout,
-		ProbeWorkers:     f.probeWorkers,
-		ProbeQueueSize:   f.probeQueueSize,
-		Retry:            f.retry,
-		Logger:           logger,
-		Seed:             f.seed,
+		DefaultAlgorithm:    f.defaultAlgorithm,
+		Policy:              cfg,
+		UpstreamTimeout:     f.upstreamTimeout,
+		UpstreamReadTimeout: f.upstreamReadTimeout,
+		UpstreamIdleTimeout: f.upstreamIdleTimeout,
+		ClientBodyTimeout:   f.clientBodyTimeout,
+		TrustedProxies:      trusted,
+		ProbeTimeout:        f.probeTimeout,
+		ProbeWorkers:        f.probeWorkers,
+		ProbeQueueSize:      f.probeQueueSize,
+		Retry:               f.retry,
+		Logger:              logger,
+		Seed:                f.seed,
 	})
 	if err != nil {
 		return bad("%v", err)
@@ -185,5 +215,27 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 		AddrFile:        f.addrFile,
 		Pprof:           f.pprof,
 		ShutdownTimeout: f.shutdownTimeout,
+		ShutdownDelay:   f.shutdownDelay,
 	})
+}
+
+// parseTrustedProxies reads CIDRs; a bare IP stands for itself alone.
+func parseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want a CIDR such as 10.0.0.0/8 or an IP address", s)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }

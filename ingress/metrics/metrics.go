@@ -20,6 +20,7 @@ const (
 	LabelAlgorithm = "algorithm"
 	LabelOutcome   = "outcome"
 	LabelResult    = "result"
+	LabelKind      = "kind"
 )
 
 // Reconcile results for Reconciles.
@@ -55,6 +56,8 @@ type Metrics struct {
 	Reconciles        *prometheus.CounterVec // result
 	ReconcileDuration prometheus.Histogram
 	RouteConflicts    prometheus.Counter
+	UpstreamErrors    *prometheus.CounterVec // route, kind
+	RejectedPaths     prometheus.Counter
 
 	gauges gaugeCollector
 }
@@ -110,6 +113,14 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "prequal_route_conflicts_total",
 			Help: "Rules dropped because another route claimed the same host, path and path type.",
 		}),
+		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prequal_upstream_errors_total",
+			Help: "Failed exchanges with backends by route and kind: timeout (no headers in time, 504), failed (connection or exchange, 502), body (the body broke off after the headers).",
+		}, []string{LabelRoute, LabelKind}),
+		RejectedPaths: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prequal_rejected_paths_total",
+			Help: "Requests answered 400 because their path had a dot-segment, an empty segment, a backslash or an encoded slash.",
+		}),
 	}
 	m.gauges = gaugeCollector{
 		snapshot: snapshot,
@@ -124,7 +135,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 	}
 	for _, c := range []prometheus.Collector{
 		m.Requests, m.RequestDuration, m.Selections, m.Fallbacks, m.ProbesSent, m.ProbeResults,
-		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, &m.gauges,
+		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths, &m.gauges,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -147,6 +158,7 @@ func (m *Metrics) DeleteRoute(route string) {
 	m.ProbesSent.DeletePartialMatch(l)
 	m.ProbeResults.DeletePartialMatch(l)
 	m.ProbeDuration.DeletePartialMatch(l)
+	m.UpstreamErrors.DeletePartialMatch(l)
 }
 
 // DeleteEndpoint drops the selection series of an endpoint that left a route.

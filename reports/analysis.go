@@ -44,7 +44,16 @@ type metric struct {
 type runMetrics struct {
 	Goodput, Throughput, ErrorRate float64
 	P50, P99, P999                 float64 // success latency (v2), every answer (v1)
-	PessP50, PessP99, PessP999     float64 // every request, failures at the timeout (v2)
+	PessP99, PessP999              float64 // every request, failures at the timeout (v2)
+}
+
+// orNaN returns v, or NaN when the percentile block p covers no request
+// (the writer had nothing to record), so an empty block never reads as 0 ms.
+func orNaN(p artifacts.Percentiles, v float64) float64 {
+	if p.Count == 0 {
+		return math.NaN()
+	}
+	return v
 }
 
 // metricsV2 are the headline of schema v2: goodput, error rate, success
@@ -94,7 +103,7 @@ func measure(r *runData) runMetrics {
 	ms := func(q float64) float64 { return artifacts.Millis(r.Hist.ValueAtQuantile(q)) }
 	l := r.Run.Load
 	m := runMetrics{P50: ms(50), P99: ms(99), P999: ms(99.9), Throughput: l.AchievedRate, Goodput: l.Goodput,
-		PessP50: l.Pessimistic.P50, PessP99: l.Pessimistic.P99, PessP999: l.Pessimistic.P999, ErrorRate: l.ErrorRate}
+		PessP99: orNaN(l.Pessimistic, l.Pessimistic.P99), PessP999: orNaN(l.Pessimistic, l.Pessimistic.P999), ErrorRate: l.ErrorRate}
 	if l.ErrorRate == 0 && l.Sent > 0 {
 		m.ErrorRate = float64(l.Errors) / float64(l.Sent) // v1 has no error_rate field
 	}
@@ -333,7 +342,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 			row.Throughput, row.ErrorRate = Num(m.Throughput), Num(m.ErrorRate)
 			if ds.v2() {
 				row.Goodput, row.PessP99 = Num(m.Goodput), Num(m.PessP99)
-				row.SendLagP99, row.ConnWait99 = Num(l.SendLag.P99), Num(l.ConnWait.P99)
+				row.SendLagP99, row.ConnWait99 = Num(orNaN(l.SendLag, l.SendLag.P99)), Num(orNaN(l.ConnWait, l.ConnWait.P99))
 			}
 			if counted(ds, r) {
 				perRun[r] = m
@@ -348,7 +357,11 @@ func analyze(ds *dataset, o Options) *Analysis {
 	values := func(alg string, m metric) []float64 {
 		var xs []float64
 		for _, r := range byAlg[alg] {
-			xs = append(xs, m.get(perRun[r]))
+			// A run without the figure (an empty percentile block) adds
+			// nothing rather than a NaN the order statistics cannot place.
+			if v := m.get(perRun[r]); !math.IsNaN(v) {
+				xs = append(xs, v)
+			}
 		}
 		return xs
 	}

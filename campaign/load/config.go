@@ -141,6 +141,15 @@ func (c Config) Window() time.Duration {
 	return d
 }
 
+// openPhases is the whole open-loop schedule: the warmup (when there is
+// one) as a constant first phase, then the window's phases.
+func (c Config) openPhases() []Phase {
+	if c.Warmup <= 0 {
+		return c.Open
+	}
+	return append([]Phase{{Kind: KindConstant, Rate: c.WarmupRate, Duration: c.Warmup}}, c.Open...)
+}
+
 // Validate checks c and returns every problem found, each naming the field.
 func (c Config) Validate() error {
 	var errs []error

@@ -271,13 +271,9 @@ type openOutcome struct {
 // workers that grows up to MaxWorkers, and returns once every worker is
 // done.
 func (e *engine) runOpen(ctx context.Context, start time.Time) openOutcome {
-	phases := e.cfg.Open
-	if e.cfg.Warmup > 0 {
-		phases = append([]Phase{{Kind: KindConstant, Rate: e.cfg.WarmupRate, Duration: e.cfg.Warmup}}, phases...)
-	}
 	var (
 		o       openOutcome
-		sched   = newSchedule(phases)
+		sched   = newSchedule(e.cfg.openPhases())
 		rng     = rand.New(rand.NewPCG(e.cfg.Seed, 0x6c6f6164))
 		hits    = make(chan hit)
 		wg      sync.WaitGroup

@@ -1,6 +1,7 @@
 package reports_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,5 +179,30 @@ func TestAnalyze_AWarningThatHitsEveryRunIsOneLine(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d send-lag warning lines, want 1:\n%s", n, strings.Join(a.Warnings, "\n"))
+	}
+}
+
+func TestAnalyze_EmptyPercentileBlockIsUnavailableNotZero(t *testing.T) {
+	dir := fixture(t, reportstest.Default(4))
+	path := filepath.Join(dir, "runs", artifacts.RunDirName(1, 1, firstAlg(t, dir)), artifacts.RunFile)
+	var run artifacts.Run
+	if err := artifacts.ReadJSON(path, &run); err != nil {
+		t.Fatal(err)
+	}
+	run.Load.Pessimistic = artifacts.Percentiles{}
+	run.Load.SendLag = artifacts.Percentiles{}
+	if err := artifacts.WriteJSON(path, run); err != nil {
+		t.Fatal(err)
+	}
+	a, err := reports.Analyze(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := a.Runs[0]
+	if !math.IsNaN(float64(row.PessP99)) || !math.IsNaN(float64(row.SendLagP99)) {
+		t.Errorf("empty blocks read as pessimistic p99 %v, send lag %v; want unavailable", row.PessP99, row.SendLagP99)
+	}
+	if m := metricOf(t, a, run.Algorithm, "pessimistic_p99_ms"); m.N != 3 || float64(m.Lo) == 0 {
+		t.Errorf("pessimistic p99 over %d runs, low %v; want 3 runs and no 0", m.N, m.Lo)
 	}
 }

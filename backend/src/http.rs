@@ -632,6 +632,14 @@ pub mod tests {
                 other => panic!("{size:?}: want Bad, got {other:?}"),
             }
         }
+        // After a first chunk: release builds wrapped 2 + (2^64 - 1) to 1,
+        // passed the cap check, then panicked slicing the buffer.
+        match read(
+            "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\nffffffffffffffff\r\nab\r\n0\r\n\r\n",
+        ) {
+            Err(ParseError::Bad(m)) => assert!(m.contains("out of range"), "{m}"),
+            other => panic!("second chunk ffffffffffffffff: want Bad, got {other:?}"),
+        }
         assert_eq!(chunked("0002").unwrap().body, b"ab");
         assert_eq!(chunked("2 ; a=b").unwrap().body, b"ab");
         // In range but larger than the body cap: 413, before any byte is read.

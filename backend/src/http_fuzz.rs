@@ -212,7 +212,7 @@ impl Gen {
     }
 
     /// The chunked encoding of `body` in random pieces, with extensions and
-    /// trailers; `broken` 10-13 breaks its first chunk: what it then wants.
+    /// trailers; `broken` 10-13 breaks one chunk: what it then wants.
     fn chunks(&mut self, body: &[u8], broken: u64, out: &mut Vec<u8>) -> Option<Want> {
         let defect = match broken {
             10..=12 => Some(Want::Bad),
@@ -220,7 +220,11 @@ impl Gen {
             _ => None,
         };
         let mut rest = body;
-        let mut first = true;
+        // The chunk to break: one of the first three, or the last if fewer
+        // (a break after earlier chunks is what overflowed body.len() + size).
+        let break_at = self.below(3);
+        let mut i = 0;
+        let mut broke = false;
         while !rest.is_empty() {
             let n = if self.chance(50) {
                 rest.len()
@@ -234,7 +238,9 @@ impl Gen {
             if self.chance(10) {
                 size = format!("000{size}");
             }
-            if first {
+            let breaking = !broke && (i == break_at || n == rest.len());
+            if breaking {
+                broke = true;
                 match broken {
                     10 => size = self.pick(&["", "-1", "+1", "0x1", "g", " ;"]).into(),
                     11 => {
@@ -257,13 +263,13 @@ impl Gen {
             }
             out.extend_from_slice(self.eol().as_bytes());
             out.extend_from_slice(&rest[..n]);
-            if first && broken == 12 {
+            if breaking && broken == 12 {
                 out.extend_from_slice(b"X\r\n");
             } else {
                 out.extend_from_slice(b"\r\n");
             }
             rest = &rest[n..];
-            first = false;
+            i += 1;
         }
         out.extend_from_slice(b"0");
         out.extend_from_slice(self.eol().as_bytes());

@@ -252,7 +252,8 @@ fn overflowing_chunk_size_gets_400_and_leaves_no_connection_counted() {
     let mut c = b.connect();
     let got = request(
         &mut c,
-        "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nab\r\n",
+        // A first chunk, then 2^64 - 1: `body.len() + size` used to wrap.
+        "POST /work HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\nffffffffffffffff\r\nab\r\n",
     );
     assert!(got.starts_with("HTTP/1.1 400"), "{got:?}");
     assert!(got.contains("chunk size"), "{got:?}");

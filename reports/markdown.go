@@ -245,11 +245,15 @@ func writeHeadline(w io.Writer, ds *dataset, a *Analysis) {
 	var rows [][]string
 	for _, alg := range a.Algorithms {
 		runs := fmt.Sprintf("%d", alg.Runs)
+		var left []string
 		if alg.Invalid > 0 {
-			runs += fmt.Sprintf(" (+%d invalid)", alg.Invalid)
+			left = append(left, fmt.Sprintf("+%d invalid", alg.Invalid))
 		}
 		if alg.Failed > 0 {
-			runs += fmt.Sprintf(" (+%d failed)", alg.Failed)
+			left = append(left, fmt.Sprintf("+%d failed", alg.Failed))
+		}
+		if len(left) > 0 {
+			runs += " (" + strings.Join(left, ", ") + ")"
 		}
 		row := []string{alg.Algorithm, runs}
 		for _, m := range alg.Metrics {

@@ -21,7 +21,7 @@ func BenchmarkSimPaper90_60s(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := New(s, 1)
+	e, err := New(s, 1, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -47,8 +47,9 @@ var (
 	} = (*Env)(nil)
 )
 
-// New builds the environment for s; seed is the campaign's seed.
-func New(s *scenario.Scenario, seed uint64) (*Env, error) {
+// New builds the environment for s; seed is the campaign's seed, repoDir
+// the source tree whose git revision campaign.json records ("" for none).
+func New(s *scenario.Scenario, seed uint64, repoDir string) (*Env, error) {
 	cfg, ignored, err := Config(s)
 	if err != nil {
 		return nil, err
@@ -78,7 +79,7 @@ func New(s *scenario.Scenario, seed uint64) (*Env, error) {
 			e.byKey[t.URL+" "+t.Host] = core.Target{Client: i, Route: ri, Weight: t.Weight}
 		}
 	}
-	e.facts = env.HostFacts("")
+	e.facts = env.HostFacts(repoDir)
 	e.facts.Name = Name
 	e.facts.IngressReplicas = n
 	e.facts.Topology = e.topology()

@@ -48,7 +48,7 @@ func newEnv(t *testing.T, yaml string) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(s, 7)
+	e, err := New(s, 7, "")
 	if err != nil {
 		t.Fatal(err)
 	}

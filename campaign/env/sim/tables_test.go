@@ -16,7 +16,7 @@ import (
 // window in one load, a fresh world) and returns the run's summary.
 func runOnce(t *testing.T, s *scenario.Scenario, alg string, seed uint64) artifacts.LoadResult {
 	t.Helper()
-	e, err := New(s, seed)
+	e, err := New(s, seed, "")
 	if err != nil {
 		t.Fatal(err)
 	}

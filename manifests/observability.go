@@ -59,7 +59,9 @@ func configMap(name, app string, data map[string]any) *unstructured.Unstructured
 // ClusterInfo is what `cluster up` records in the ClusterInfoName
 // ConfigMap, so later commands know the topology and the images.
 type ClusterInfo struct {
-	Topology      Topology
+	Topology Topology
+	// Namespace is the workload namespace (`cluster up -n`).
+	Namespace     string
 	IngressImage  string
 	BackendImage  string
 	BackendID     string // content ID of the backend image, if known
@@ -74,6 +76,7 @@ func ClusterInfoObject(info ClusterInfo) *unstructured.Unstructured {
 	}
 	return configMap(ClusterInfoName, "prequalbench", map[string]any{
 		"topology":      string(info.Topology),
+		"namespace":     info.Namespace,
 		"ingress-image": info.IngressImage,
 		"backend-image": info.BackendImage,
 		"backend-id":    info.BackendID,
@@ -85,6 +88,7 @@ func ClusterInfoObject(info ClusterInfo) *unstructured.Unstructured {
 func ParseClusterInfo(data map[string]string) ClusterInfo {
 	return ClusterInfo{
 		Topology:      Topology(data["topology"]),
+		Namespace:     data["namespace"],
 		IngressImage:  data["ingress-image"],
 		BackendImage:  data["backend-image"],
 		BackendID:     data["backend-id"],

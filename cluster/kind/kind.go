@@ -17,12 +17,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prequalbench/prequalbench/cluster/kubeapply"
 	"github.com/prequalbench/prequalbench/manifests"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
@@ -97,6 +99,9 @@ type UpOptions struct {
 	Name      string
 	Topology  manifests.Topology
 	NodeImage string
+	// Namespace of the workload; recorded for the kind environment.
+	// Default manifests.WorkloadNamespace.
+	Namespace string
 	// Wait bounds the wait for the control plane and for the ingress.
 	Wait time.Duration
 	// Repo is the repository root (build contexts); Revision its git revision.
@@ -130,6 +135,15 @@ func (o *UpOptions) normalize() error {
 	}
 	if o.Topology != manifests.TopologyEA && o.Topology != manifests.TopologyEB {
 		return fmt.Errorf("kind: --topology %q: want e-a or e-b", o.Topology)
+	}
+	if o.Namespace == "" {
+		o.Namespace = manifests.WorkloadNamespace
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("kind: --namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
+	if o.Namespace == manifests.SystemNamespace {
+		return fmt.Errorf("kind: --namespace %q: the workload needs its own namespace, not %s", o.Namespace, manifests.SystemNamespace)
 	}
 	if o.Wait <= 0 {
 		o.Wait = 5 * time.Minute
@@ -248,7 +262,7 @@ func Up(ctx context.Context, d Deps, o UpOptions) error {
 	waitCtx, cancel := context.WithTimeout(ctx, o.Wait)
 	defer cancel()
 	return Install(waitCtx, c, InstallOptions{
-		Topology: o.Topology, IngressImage: o.IngressImage, IngressImageID: ids[o.IngressImage],
+		Topology: o.Topology, Namespace: o.Namespace, IngressImage: o.IngressImage, IngressImageID: ids[o.IngressImage],
 		BackendImage: o.BackendImage, BackendImageID: ids[o.BackendImage], Observability: o.Observability,
 	})
 }
@@ -278,7 +292,10 @@ func sameShape(have []Node, want []v1alpha4.Node) error {
 
 // InstallOptions are what Install puts into a cluster.
 type InstallOptions struct {
-	Topology       manifests.Topology
+	Topology manifests.Topology
+	// Namespace of the workload (the ingress watches it); recorded in the
+	// cluster info. Default manifests.WorkloadNamespace.
+	Namespace      string
 	IngressImage   string
 	IngressImageID string
 	BackendImage   string
@@ -296,12 +313,13 @@ func Install(ctx context.Context, c *kubeapply.Client, o InstallOptions) error {
 	}
 	objs, err := manifests.Ingress(manifests.IngressOptions{
 		Topology: o.Topology, Image: o.IngressImage, ImageID: o.IngressImageID, AdminToken: token,
+		WorkloadNamespace: o.Namespace,
 	})
 	if err != nil {
 		return err
 	}
 	objs = append(objs, manifests.ClusterInfoObject(manifests.ClusterInfo{
-		Topology: o.Topology, IngressImage: o.IngressImage, BackendImage: o.BackendImage,
+		Topology: o.Topology, Namespace: o.Namespace, IngressImage: o.IngressImage, BackendImage: o.BackendImage,
 		BackendID: o.BackendImageID, Observability: o.Observability,
 	}))
 	waitFor := []string{manifests.IngressName}

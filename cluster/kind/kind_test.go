@@ -172,6 +172,11 @@ func TestUpOptionsErrors(t *testing.T) {
 	if err := Up(context.Background(), d, UpOptions{Topology: manifests.TopologyEA}); err == nil || !strings.Contains(err.Error(), "--skip-build") {
 		t.Errorf("no repo: %v", err)
 	}
+	for _, ns := range []string{"Bad_NS", manifests.SystemNamespace} {
+		if err := Up(context.Background(), d, UpOptions{Topology: manifests.TopologyEA, Repo: "/r", Namespace: ns}); err == nil || !strings.Contains(err.Error(), "--namespace") {
+			t.Errorf("namespace %q: %v", ns, err)
+		}
+	}
 }
 
 // TestUpTwiceOnEB runs Up with fake Docker and kind against the real
@@ -188,7 +193,7 @@ func TestUpTwiceOnEB(t *testing.T) {
 			c.Poll = 20 * time.Millisecond
 			return c, env.Config, err
 		}}
-	opts := UpOptions{Name: "pb", Topology: manifests.TopologyEB, Repo: "/repo", Revision: "rev1", Wait: 30 * time.Second, NodeImage: "kindest/node:v1.34.0"}
+	opts := UpOptions{Name: "pb", Topology: manifests.TopologyEB, Repo: "/repo", Revision: "rev1", Wait: 30 * time.Second, NodeImage: "kindest/node:v1.34.0", Namespace: "pb-bench"}
 	up := func() {
 		t.Helper()
 		done := make(chan error, 1)
@@ -253,7 +258,13 @@ func TestUpTwiceOnEB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Topology != manifests.TopologyEB || len(st.Nodes) != 4 || !st.IngressReady || st.ProxyURL != "http://127.0.0.1:31080" || st.GrafanaURL != "" {
+	if !slices.Contains(d2.Spec.Template.Spec.Containers[0].Args, "--namespace=pb-bench") {
+		t.Errorf("ingress args %v do not watch the -n namespace", d2.Spec.Template.Spec.Containers[0].Args)
+	}
+	if _, err := env.Client.CoreV1().Namespaces().Get(ctx, "pb-bench", metav1.GetOptions{}); err != nil {
+		t.Errorf("workload namespace: %v", err)
+	}
+	if st.Topology != manifests.TopologyEB || st.Namespace != "pb-bench" || len(st.Nodes) != 4 || !st.IngressReady || st.ProxyURL != "http://127.0.0.1:31080" || st.GrafanaURL != "" {
 		t.Errorf("status %+v", st)
 	}
 

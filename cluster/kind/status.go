@@ -16,6 +16,7 @@ type ClusterStatus struct {
 	Name          string             `json:"name"`
 	Exists        bool               `json:"exists"`
 	Topology      manifests.Topology `json:"topology,omitempty"`
+	Namespace     string             `json:"namespace,omitempty"`
 	Nodes         []Node             `json:"nodes"`
 	IngressImage  string             `json:"ingress_image,omitempty"`
 	BackendImage  string             `json:"backend_image,omitempty"`
@@ -79,6 +80,7 @@ func fillStatus(ctx context.Context, c *kubeapply.Client, st *ClusterStatus) err
 	}
 	info := manifests.ParseClusterInfo(cm.Data)
 	st.Topology, st.IngressImage, st.BackendImage = info.Topology, info.IngressImage, info.BackendImage
+	st.Namespace = info.Namespace
 	dep, err := c.Kube.AppsV1().Deployments(manifests.SystemNamespace).Get(ctx, manifests.IngressName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("kind: ingress deployment: %w", err)

@@ -40,6 +40,7 @@ The ingress's proxy and admin ports are published on 127.0.0.1:31080 and
 
 type clusterUpFlags struct {
 	name, topology, nodeImage  string
+	namespace                  string
 	wait                       time.Duration
 	skipBuild                  bool
 	ingressImage, backendImage string
@@ -63,7 +64,7 @@ ready. Running it again changes nothing.`,
 				return &exitError{code: 2, err: fmt.Errorf("--topology: %w", err)}
 			}
 			opts := kind.UpOptions{
-				Name: f.name, Topology: topo, NodeImage: f.nodeImage, Wait: f.wait,
+				Name: f.name, Topology: topo, NodeImage: f.nodeImage, Namespace: f.namespace, Wait: f.wait,
 				SkipBuild: f.skipBuild, IngressImage: f.ingressImage, BackendImage: f.backendImage,
 				Observability: f.observability, Revision: buildinfo.Read().Revision,
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "cluster:", s) },
@@ -91,6 +92,7 @@ ready. Running it again changes nothing.`,
 	fl.StringVar(&f.name, "name", kind.DefaultName, "kind cluster name")
 	fl.StringVar(&f.topology, "topology", "e-a", "e-a (one node) or e-b (control-plane + 3 workers)")
 	fl.StringVar(&f.nodeImage, "node-image", "", "kind node image (default: the kind library's)")
+	fl.StringVarP(&f.namespace, "namespace", "n", manifests.WorkloadNamespace, "namespace of the workload; recorded in the cluster, so `campaign run --env kind` uses it")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "how long to wait for the control plane and for the ingress")
 	fl.BoolVar(&f.skipBuild, "skip-build", false, "do not build images; use --ingress-image and --backend-image as they are")
 	fl.StringVar(&f.ingressImage, "ingress-image", kind.DefaultIngressImage, "ingress image (built unless --skip-build)")
@@ -151,7 +153,7 @@ func printStatus(cmd *cobra.Command, st kind.ClusterStatus) {
 		fmt.Fprintf(w, "cluster %s: does not exist (run: prequalbench cluster up --name %s)\n", st.Name, st.Name)
 		return
 	}
-	fmt.Fprintf(w, "cluster %s (%s)\n", st.Name, orDash(string(st.Topology)))
+	fmt.Fprintf(w, "cluster %s (%s), workload namespace %s\n", st.Name, orDash(string(st.Topology)), orDash(st.Namespace))
 	for _, n := range st.Nodes {
 		fmt.Fprintf(w, "  node %-32s %s\n", n.Name, n.Role)
 	}
@@ -192,7 +194,7 @@ func init() {
 		}
 		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
 			return kindenv.New(ctx, kindenv.Options{
-				Cluster: f.cluster, Scenario: s, RepoDir: repo,
+				Cluster: f.cluster, Namespace: f.namespace, Scenario: s, RepoDir: repo,
 				Progress: func(l string) { fmt.Fprintln(msg, "kind:", l) },
 			})
 		}, nil

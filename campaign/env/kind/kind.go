@@ -16,10 +16,12 @@ import (
 // Options select the cluster.
 type Options struct {
 	// Cluster is the kind cluster name; default clusterkind.DefaultName.
-	Cluster  string
-	Scenario *scenario.Scenario
-	RepoDir  string
-	Progress func(string)
+	Cluster string
+	// Namespace of the workload; default what `cluster up -n` recorded.
+	Namespace string
+	Scenario  *scenario.Scenario
+	RepoDir   string
+	Progress  func(string)
 	// Provider defaults to the kind library over Docker.
 	Provider clusterkind.ClusterProvider
 }
@@ -41,6 +43,6 @@ func New(ctx context.Context, o Options) (*kube.Env, error) {
 		return nil, fmt.Errorf("kind env: kubeconfig of %s: %w", o.Cluster, err)
 	}
 	return kube.ForCluster(ctx, kube.ClusterOptions{
-		Config: cfg, Scenario: o.Scenario, Name: "kind", RepoDir: o.RepoDir, Progress: o.Progress,
+		Config: cfg, Scenario: o.Scenario, Name: "kind", Namespace: o.Namespace, RepoDir: o.RepoDir, Progress: o.Progress,
 	})
 }

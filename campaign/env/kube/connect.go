@@ -21,7 +21,9 @@ type ClusterOptions struct {
 	Scenario *scenario.Scenario
 	// Name is "kind" or "kube"; with "kind" the ingress is reached through
 	// the published NodePorts, otherwise through port-forwarding.
-	Name      string
+	Name string
+	// Namespace of the workload; default what `cluster up -n` recorded,
+	// else manifests.WorkloadNamespace.
 	Namespace string
 	// Images default to what `cluster up` recorded, else the dev tags.
 	IngressImage, BackendImage string
@@ -48,6 +50,9 @@ func ForCluster(ctx context.Context, o ClusterOptions) (*Env, error) {
 	case err == nil:
 		info := manifests.ParseClusterInfo(cm.Data)
 		d.Topology = info.Topology
+		if d.Namespace == "" {
+			d.Namespace = info.Namespace
+		}
 		if d.IngressImage == "" {
 			d.IngressImage = info.IngressImage
 		}

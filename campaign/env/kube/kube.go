@@ -204,6 +204,9 @@ func (e *Env) waitRoutes(ctx context.Context, algorithm string) error {
 	}
 }
 
+// Namespace is the workload namespace the environment deploys to.
+func (e *Env) Namespace() string { return e.ns }
+
 // Backends lists every backend pod (pod IP, group, route key).
 func (e *Env) Backends() []artifacts.Backend { return append([]artifacts.Backend(nil), e.backends...) }
 

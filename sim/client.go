@@ -15,9 +15,10 @@ type client struct {
 	replica, route int
 	policy         loadbalancer.Policy
 	rng            *rand.Rand
-	// requests counts requests routed here since the world was built (the
-	// admin API's per-route counter).
-	requests uint64
+	// requests counts requests routed here since the world was built, and
+	// upstreamErrors the 504s the replica answered itself (the admin
+	// API's per-route counters).
+	requests, upstreamErrors uint64
 }
 
 // Load is what the load generator offers during one Run: open-loop phases
@@ -368,6 +369,7 @@ func (w *World) timeout(i int32, at int64) {
 	r.settled = true
 	c := w.clients[r.client]
 	if w.upTO < w.rec.load.timeout {
+		c.upstreamErrors++
 		c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), 0)
 		w.rec.done(r.counted, at, at-r.sent, 504, false)
 	} else {
@@ -401,9 +403,10 @@ type ClientState struct {
 
 // RouteState is one route of one ingress replica.
 type RouteState struct {
-	Route    string
-	Requests uint64
-	Stats    loadbalancer.Stats
+	Route          string
+	Requests       uint64
+	UpstreamErrors uint64 // 504: the backend did not answer in time
+	Stats          loadbalancer.Stats
 }
 
 // Snapshot returns every ingress replica's state, in replica order.
@@ -411,7 +414,7 @@ func (w *World) Snapshot() []ClientState {
 	out := make([]ClientState, w.cfg.Clients)
 	for _, c := range w.clients {
 		out[c.replica].Routes = append(out[c.replica].Routes, RouteState{
-			Route: w.cfg.Routes[c.route].Name, Requests: c.requests, Stats: c.policy.Stats(),
+			Route: w.cfg.Routes[c.route].Name, Requests: c.requests, UpstreamErrors: c.upstreamErrors, Stats: c.policy.Stats(),
 		})
 	}
 	return out

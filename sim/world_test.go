@@ -207,3 +207,37 @@ func TestWorld_WarmupIsNotCounted(t *testing.T) {
 		t.Errorf("%d warmup seconds, %d rows (%d in the series), want 2, 2", warmRows, rows, len(res.Series))
 	}
 }
+
+// TestWorld_HangTimesOutAt504: a hanging replica never answers; the
+// ingress gives up at its upstream timeout (504, counted per route), the
+// replica's RIF drops when the client leaves, and the policy hears status 0.
+func TestWorld_HangTimesOutAt504(t *testing.T) {
+	cfg := Config{
+		Seed: 1, Clients: 1, Algorithm: loadbalancer.NameRoundRobin, Policy: loadbalancer.DefaultConfig(),
+		UpstreamTimeout: time.Second,
+		Routes: []Route{{Name: "r", Groups: []Group{
+			{Name: "ok", Replicas: 1, ServiceTime: 10 * time.Millisecond, Concurrency: 4, QueueLimit: 100},
+			{Name: "hang", Replicas: 1, ServiceTime: 10 * time.Millisecond, Concurrency: 4, QueueLimit: 100, WorkFault: "hang"},
+		}}},
+	}
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Run(context.Background(), Load{Open: []Phase{{Kind: KindConstant, Duration: 2 * time.Second, Rate: 100}}, Timeout: 10 * time.Second, Targets: evenTargets(1), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := w.Snapshot()[0].Routes[0]
+	if res.Failed5xx != 100 || res.StatusCodes[504] != 100 || st.UpstreamErrors != 100 || res.Succeeded != 100 {
+		t.Errorf("5xx %d (504: %d, counted %d), successes %d; want half of 200 each way", res.Failed5xx, res.StatusCodes[504], st.UpstreamErrors, res.Succeeded)
+	}
+	if p := res.Pessimistic.Max(); p < 10_000_000 {
+		t.Errorf("pessimistic max %d µs, want failures at the 10 s request timeout", p)
+	}
+	for _, s := range w.servers {
+		if s.rif != 0 {
+			t.Errorf("%s: RIF %d after the run, want 0", s.addr, s.rif)
+		}
+	}
+}

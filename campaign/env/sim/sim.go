@@ -252,7 +252,7 @@ func (e *Env) Snapshot(context.Context) ([]adminapi.State, error) {
 			r := e.s.Workload.Routes[j]
 			out[i].Routes = append(out[i].Routes, adminapi.RouteState{
 				Key: rs.Route, Host: r.Host, Path: r.Path, PathType: r.PathType,
-				Algorithm: e.algorithm, Requests: rs.Requests, Policy: rs.Stats,
+				Algorithm: e.algorithm, Requests: rs.Requests, UpstreamErrors: rs.UpstreamErrors, Policy: rs.Stats,
 			})
 		}
 	}

@@ -104,7 +104,7 @@ on. Ctrl-C keeps every finished run; --resume DIR finishes the campaign.`,
 	fl.StringVar(&f.cluster, "cluster", "", "kind env: cluster name (default "+kind.DefaultName+")")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kube env: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringVar(&f.kubeContext, "context", "", "kube env: kubeconfig context")
-	fl.StringVarP(&f.namespace, "namespace", "n", "", "kube env: namespace of the workload (default: the one `cluster up` recorded)")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", "kube env: namespace of the workload (default: the one 'prequalbench cluster up' recorded)")
 	return c
 }
 

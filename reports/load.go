@@ -33,6 +33,9 @@ type runData struct {
 	Run  artifacts.Run
 	Dir  string // relative to the campaign directory
 	Hist *hdrhistogram.Histogram
+	// Pess is the pessimistic histogram (every request, failures at the
+	// timeout); nil when the run has none (schema v1).
+	Pess *hdrhistogram.Histogram
 	// Series is nil when timeseries.csv is missing.
 	Series []point
 	// Before and After are nil when the snapshots are missing.
@@ -157,6 +160,14 @@ func loadRun(dir string, p artifacts.PlannedRun) (*runData, error) {
 		return nil, badInput("reports: %s: %v", histPath, err)
 	}
 	rd.Hist = h
+	pessPath := filepath.Join(runDir, artifacts.PessimisticHistogramFile)
+	if b, err := os.ReadFile(pessPath); err == nil {
+		if rd.Pess, err = artifacts.DecodeHistogram(bytes.TrimSpace(b)); err != nil {
+			return nil, badInput("reports: %s: %v", pessPath, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, badInput("reports: run %s: %v", rd.Dir, err)
+	}
 	if rd.Series, err = readSeries(filepath.Join(runDir, artifacts.TimeseriesFile)); err != nil {
 		return nil, err
 	}

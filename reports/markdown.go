@@ -17,7 +17,7 @@ import (
 
 // plotCaptions names every plot the report can link, in display order.
 var plotCaptions = []struct{ file, caption string }{
-	{"latency-percentiles.svg", "Latency by percentile (every valid run of each algorithm merged; successes only from schema v2 on; log-scaled tail)"},
+	{"latency-percentiles.svg", "Latency by percentile (every valid run of each algorithm merged; log-scaled tail). Solid: successes (schema v1: every answer); dashed, for algorithms with failures: the pessimistic view, every request with failures at the timeout"},
 	{"p99-over-time.svg", "p99 per second of the measured window (median across valid reps)"},
 	{"selection-shares.svg", "Share of picks by backend group (median across valid runs)"},
 }

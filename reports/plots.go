@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -140,7 +141,9 @@ func yRange(lines []plotter.XYs) (lo, hi float64) {
 	return lo, hi
 }
 
-func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
+// addLine draws one algorithm's line; dashed marks a second view of the
+// same algorithm.
+func addLine(p *plot.Plot, name string, i int, pts plotter.XYs, dashed bool) error {
 	if len(pts) == 0 {
 		return nil
 	}
@@ -151,13 +154,19 @@ func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
 	l.Color = colorOf(i)
 	l.Width = vg.Points(1.5)
 	l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}[i/len(palette)%3]
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		l.Width = vg.Points(1)
+	}
 	p.Add(l)
 	p.Legend.Add(name, l)
 	return nil
 }
 
 // percentilePlot draws latency against percentile, HDR style: the x axis is
-// 1/(1-q) on a log scale, so the tail gets as much room as the body.
+// 1/(1-q) on a log scale, so the tail gets as much room as the body. An
+// algorithm with failures also gets its pessimistic curve (every request,
+// failures at the timeout), dashed in the same colour.
 func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	p := newPlot("Latency by percentile", "percentile", "latency (ms, log)")
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
@@ -165,16 +174,7 @@ func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	maxX := 1.0
 	drawn := false
 	var lines []plotter.XYs
-	for i, alg := range a.Campaign.Algorithms {
-		h := artifacts.NewHistogram()
-		for _, r := range ds.Runs {
-			if counted(ds, r) && r.Run.Algorithm == alg {
-				h.Merge(r.Hist)
-			}
-		}
-		if h.TotalCount() == 0 {
-			continue
-		}
+	curve := func(h *hdrhistogram.Histogram) plotter.XYs {
 		var pts plotter.XYs
 		for k := 0; k <= 50; k++ {
 			x := math.Pow(10, float64(k)/10) // 1/(1-q)
@@ -186,11 +186,34 @@ func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 			pts = append(pts, plotter.XY{X: x, Y: math.Max(v, 0.001)})
 			maxX = math.Max(maxX, x)
 		}
-		if err := addLine(p, alg, i, pts); err != nil {
+		return pts
+	}
+	for i, alg := range a.Campaign.Algorithms {
+		h, pess := artifacts.NewHistogram(), artifacts.NewHistogram()
+		for _, r := range ds.Runs {
+			if counted(ds, r) && r.Run.Algorithm == alg {
+				h.Merge(r.Hist)
+				if r.Pess != nil {
+					pess.Merge(r.Pess)
+				}
+			}
+		}
+		if h.TotalCount() == 0 {
+			continue
+		}
+		pts := curve(h)
+		if err := addLine(p, alg, i, pts, false); err != nil {
 			return nil, err
 		}
 		lines = append(lines, pts)
 		drawn = true
+		if pess.TotalCount() > h.TotalCount() {
+			pp := curve(pess)
+			if err := addLine(p, alg+", pess.", i, pp, true); err != nil {
+				return nil, err
+			}
+			lines = append(lines, pp)
+		}
 	}
 	if !drawn {
 		return nil, nil
@@ -200,7 +223,7 @@ func percentilePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 	for _, t := range []struct {
 		x     float64
 		label string
-	}{{1, "0%"}, {2, "50%"}, {10, "90%"}, {100, "99%"}, {1000, "99.9%"}, {10000, "99.99%"}, {100000, "99.999%"}} {
+	}{{2, "50%"}, {10, "90%"}, {100, "99%"}, {1000, "99.9%"}, {10000, "99.99%"}, {100000, "99.999%"}} {
 		if t.x <= maxX {
 			ticks = append(ticks, plot.Tick{Value: t.x, Label: t.label})
 		}
@@ -238,7 +261,7 @@ func p99TimePlot(ds *dataset, a *Analysis) (*plot.Plot, error) {
 		for _, s := range secs {
 			pts = append(pts, plotter.XY{X: float64(s), Y: stats.Median(bySecond[s])})
 		}
-		if err := addLine(p, alg, i, pts); err != nil {
+		if err := addLine(p, alg, i, pts, false); err != nil {
 			return nil, err
 		}
 		lines = append(lines, pts)

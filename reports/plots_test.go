@@ -3,6 +3,7 @@ package reports_test
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prequalbench/prequalbench/reports"
@@ -46,5 +47,23 @@ func TestRender_LegendLiesRightOfEveryCurve(t *testing.T) {
 				t.Errorf("%s: legend label %s at x=%v, left of the curves' right edge %v", name, alg, x, curveRight)
 			}
 		}
+	}
+}
+
+func TestRender_PessimisticCurveOnlyForAlgorithmsWithFailures(t *testing.T) {
+	spec := reportstest.Default(4)
+	p := spec.Profiles["round-robin"]
+	p.ErrorRate, p.FastFail = 0.05, true
+	spec.Profiles["round-robin"] = p
+	files, err := reports.Render(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(files["plots/latency-percentiles.svg"])
+	if !strings.Contains(svg, ">round-robin, pess.</text>") {
+		t.Error("no pessimistic curve for round-robin, which failed 5% of its requests")
+	}
+	if strings.Contains(svg, ">prequal, pess.</text>") {
+		t.Error("a pessimistic curve for prequal, which had no failures")
 	}
 }

@@ -65,7 +65,8 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 	for _, pc := range plotCaptions {
 		for _, name := range plots {
 			if name == pc.file {
-				p("%s\n\n![%s](plots/%s)\n\n", pc.caption, pc.caption, name)
+				alt, _, _ := strings.Cut(pc.caption, " (")
+				p("%s\n\n![%s](plots/%s)\n\n", pc.caption, alt, name)
 			}
 		}
 	}

@@ -7,6 +7,8 @@ package local
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +54,11 @@ type Options struct {
 	// DrainTimeout bounds the wait, before a reset, for requests still in
 	// flight from the previous run; default 30s.
 	DrainTimeout time.Duration
+	// TempDir holds the processes' address files. The campaign passes a
+	// directory inside the campaign directory, which it owns exclusively
+	// (locked), so Setup empties it first: whatever is there was left by
+	// a killed session. Empty means a fresh directory under os.TempDir.
+	TempDir string
 }
 
 // Process is one entry of ProcessesFile.
@@ -77,6 +84,13 @@ type Env struct {
 	closeErr    error
 	routesFile  string
 	ingressArgs []string
+
+	// died is closed at the first process exit nobody asked for; death
+	// says which (see Exited).
+	died      chan struct{}
+	deathOnce sync.Once
+	deathMu   sync.Mutex
+	death     error
 }
 
 var (
@@ -130,15 +144,16 @@ func New(opts Options) (*Env, error) {
 		algorithm:  opts.Algorithm,
 		logOffsets: map[string]int64{},
 		client:     &http.Client{Timeout: 5 * time.Second},
+		died:       make(chan struct{}),
 	}, nil
 }
 
 // Setup starts every backend replica, writes the routes file, starts the
 // ingress replicas and waits until all are ready.
 func (e *Env) Setup(ctx context.Context) error {
-	tmp, err := os.MkdirTemp("", "prequalbench-local-")
+	tmp, err := e.makeTempDir()
 	if err != nil {
-		return fmt.Errorf("local: %w", err)
+		return fmt.Errorf("local: temp dir: %w", err)
 	}
 	e.tmp = tmp
 	if err := os.MkdirAll(e.opts.LogDir, 0o755); err != nil {
@@ -211,11 +226,23 @@ func (e *Env) Setup(ctx context.Context) error {
 	return nil
 }
 
+// makeTempDir returns an empty directory for the address files.
+func (e *Env) makeTempDir() (string, error) {
+	if e.opts.TempDir == "" {
+		return os.MkdirTemp("", "prequalbench-local-")
+	}
+	if err := os.RemoveAll(e.opts.TempDir); err != nil {
+		return "", err
+	}
+	return e.opts.TempDir, os.MkdirAll(e.opts.TempDir, 0o755)
+}
+
 func (e *Env) start(name, bin string, args []string) (*proc, error) {
 	p, err := startProc(name, filepath.Join(e.opts.LogDir, name+".log"), bin, args...)
 	if err != nil {
 		return nil, err
 	}
+	go e.watch(p)
 	e.processes = append(e.processes, Process{Name: name, PID: p.pid(), Command: append([]string{bin}, args...)})
 	if err := artifacts.WriteJSON(filepath.Join(e.opts.LogDir, ProcessesFile), e.processes); err != nil {
 		return p, err
@@ -270,6 +297,33 @@ func (e *Env) startIngress(ctx context.Context, i int) (*ingress, error) {
 }
 
 var errExited = errors.New("process exited")
+
+// watch records p's exit as a death unless stop asked for it.
+func (e *Env) watch(p *proc) {
+	<-p.done
+	if p.stopping.Load() {
+		return
+	}
+	e.deathOnce.Do(func() {
+		e.deathMu.Lock()
+		e.death = p.deathError()
+		e.deathMu.Unlock()
+		close(e.died)
+	})
+}
+
+// Died is closed when a backend or ingress process exits without having
+// been stopped (crash, OOM kill, kill -9), during Setup or any run.
+func (e *Env) Died() <-chan struct{} { return e.died }
+
+// Exited names the first process that died, how and where its log is;
+// nil while every process the environment started is running or was
+// stopped on purpose.
+func (e *Env) Exited() error {
+	e.deathMu.Lock()
+	defer e.deathMu.Unlock()
+	return e.death
+}
 
 // poll calls f every 20 ms until it returns nil, errExited, or timeout.
 func poll(ctx context.Context, timeout time.Duration, f func() error) error {
@@ -364,7 +418,23 @@ func (e *Env) Facts() artifacts.Environment {
 	f := env.HostFacts(e.opts.RepoDir)
 	f.Name = "local"
 	f.IngressReplicas = e.opts.Scenario.Ingress.Replicas
+	f.IngressSHA256 = fileSHA256(e.opts.IngressBin)
+	f.BackendSHA256 = fileSHA256(e.opts.BackendBin)
 	return f
+}
+
+// fileSHA256 is the hex SHA-256 of a file, empty when it cannot be read.
+func fileSHA256(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Close stops every process (concurrently) and removes the temp files.

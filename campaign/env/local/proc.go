@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -24,6 +25,9 @@ type proc struct {
 	done chan struct{} // closed when Wait returns
 	err  error         // Wait's result, valid after done
 
+	// stopping is set before stop signals the process, so an exit after
+	// it is ours and any other exit is a death (see Env.Exited).
+	stopping atomic.Bool
 	stopOnce sync.Once
 }
 
@@ -80,6 +84,7 @@ func (p *proc) signalGroup(sig syscall.Signal) {
 // process. It is idempotent. Signals go through os.Process, which never
 // signals a pid that has been reaped (and might be reused).
 func (p *proc) stop() error {
+	p.stopping.Store(true)
 	p.stopOnce.Do(func() {
 		if !p.exited() {
 			p.signalGroup(syscall.SIGTERM)
@@ -109,6 +114,15 @@ func stopAll(ps []*proc) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// deathError describes an exit nobody asked for; call it after done.
+func (p *proc) deathError() error {
+	how := "exit status 0"
+	if p.err != nil {
+		how = p.err.Error()
+	}
+	return fmt.Errorf("local: %s (pid %d) exited unexpectedly (%s); see %s", p.name, p.pid(), how, p.log.Name())
 }
 
 // waitFile polls for path to exist with content, failing early when the

@@ -34,6 +34,9 @@ type Options struct {
 	OutDir string
 	// ResumeDir, when set, finishes that campaign instead of starting one.
 	ResumeDir string
+	// Force lets a resume go on although its environment facts (binary,
+	// revision, host) differ from the campaign's; both are recorded.
+	Force bool
 	// Env builds the environment.
 	Env EnvFactory
 	// Progress receives progress events; nil shows nothing.
@@ -59,9 +62,13 @@ func ID(start time.Time, scenarioName string) string {
 }
 
 // Run runs (or resumes) a campaign and returns its directory and runs.
+// It holds the campaign directory's lock (see LockFile) throughout, so a
+// second run or resume of the same directory fails with ErrLocked.
 // Cancelling ctx stops it between or during runs: finished runs stay, the
 // interrupted run leaves nothing behind, campaign.json is written, every
-// process is stopped, and Run returns ctx's error.
+// process is stopped, and Run returns ctx's error. A process of the
+// environment that dies (see ProcessWatcher) fails the run in progress
+// and stops the campaign with an error saying which process and how.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -72,9 +79,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Progress == nil {
 		opts.Progress = nopProgress{}
 	}
-	c, s, dir, err := prepare(opts)
+	c, s, dir, lock, err := prepare(opts)
 	if err != nil {
 		return nil, err
+	}
+	defer lock.unlock()
+	// We own the directory now: temp files there are a killed session's.
+	if _, err := artifacts.RemoveStaleTemp(dir); err != nil {
+		return nil, fmt.Errorf("campaign: %w", err)
 	}
 	res := &Result{Dir: dir}
 	write := func() error {
@@ -85,7 +97,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 
-	done, err := finishedRuns(dir, c.Plan)
+	done, err := finishedRuns(dir, c.Plan, opts.Warn)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +110,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		e.Close()
 		return res, fmt.Errorf("campaign: environment setup: %w", err)
 	}
-	c.Environment = e.Facts()
-	c.Backends = e.Backends()
+	if err := startSession(c, e.Facts(), opts.Now().UTC(), opts.Force, opts.Warn); err != nil {
+		return res, err
+	}
+	c.Backends = mergeBackends(c.Backends, e.Backends())
 	if err := write(); err != nil {
 		return res, err
 	}
 
-	r := &runner{c: c, s: s, dir: dir, env: e, now: opts.Now, progress: opts.Progress}
+	r := &runner{c: c, s: s, dir: dir, env: e, now: opts.Now, progress: opts.Progress, session: len(c.Sessions)}
 	opts.Progress.CampaignStart(c, len(done), r.runLength())
 	var runErr error
 	for _, p := range c.Plan {
@@ -119,6 +133,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		res.Runs = append(res.Runs, run)
 		opts.Progress.RunEnd(run)
+		if r.died != nil {
+			// Stop rather than restart: the campaign measures this fleet,
+			// and a replacement (new port, cold state) would be another.
+			runErr = fmt.Errorf("campaign: stopped at run %d: %w; after fixing the cause, re-run it and the rest with: prequalbench campaign run --resume %s", p.Index, r.died, dir)
+			break
+		}
 	}
 	if closeErr := e.Close(); closeErr != nil && runErr == nil {
 		fmt.Fprintf(opts.Warn, "campaign: stopping the environment: %v\n", closeErr)
@@ -133,41 +153,39 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, runErr
 }
 
-// prepare returns the campaign record, its scenario and directory: a new
-// campaign from opts.Scenario, or the one in opts.ResumeDir.
-func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, error) {
+// prepare returns the campaign record, its scenario and directory, locked:
+// a new campaign from opts.Scenario, or the one in opts.ResumeDir.
+func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *dirLock, error) {
 	if opts.ResumeDir != "" {
-		var c artifacts.Campaign
-		if err := artifacts.ReadJSON(filepath.Join(opts.ResumeDir, artifacts.CampaignFile), &c); err != nil {
-			return nil, nil, "", fmt.Errorf("campaign: resume: %w", err)
-		}
-		s, err := scenario.Parse([]byte(c.ScenarioYAML))
+		lock, err := lockDir(opts.ResumeDir)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("campaign: resume: the recorded scenario: %w", err)
+			return nil, nil, "", nil, err
 		}
-		if len(c.Plan) == 0 {
-			return nil, nil, "", fmt.Errorf("campaign: resume: %s has an empty plan", opts.ResumeDir)
+		c, s, err := readCampaign(opts.ResumeDir)
+		if err != nil {
+			lock.unlock()
+			return nil, nil, "", nil, err
 		}
-		return &c, s, opts.ResumeDir, nil
+		return c, s, opts.ResumeDir, lock, nil
 	}
 	s := opts.Scenario
 	if s == nil {
-		return nil, nil, "", errors.New("campaign: no scenario")
+		return nil, nil, "", nil, errors.New("campaign: no scenario")
 	}
 	if errs := s.Validate(); len(errs) > 0 {
-		return nil, nil, "", errs
+		return nil, nil, "", nil, errs
 	}
 	p := s.Protocol
 	plan, warning, err := Plan(p.Algorithms, p.Reps, p.Order, p.Seed)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("campaign: %w", err)
+		return nil, nil, "", nil, fmt.Errorf("campaign: %w", err)
 	}
 	if warning != "" {
 		fmt.Fprintln(opts.Warn, "warning:", warning)
 	}
 	y, err := scenario.Marshal(s)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", nil, err
 	}
 	start := opts.Now().UTC()
 	c := &artifacts.Campaign{
@@ -186,37 +204,66 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, err
 		Plan:         plan,
 		Started:      start,
 	}
-	dir := filepath.Join(opts.OutDir, c.ID)
-	if _, err := os.Stat(dir); err == nil {
-		return nil, nil, "", fmt.Errorf("campaign: %s already exists (use --resume to finish it)", dir)
+	dir, id, lock, err := createCampaignDir(opts.OutDir, c.ID)
+	if err != nil {
+		return nil, nil, "", nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, artifacts.RunsDir), 0o755); err != nil {
-		return nil, nil, "", fmt.Errorf("campaign: %w", err)
+	c.ID = id
+	if err := artifacts.MkdirAllSync(filepath.Join(dir, artifacts.RunsDir)); err != nil {
+		lock.unlock()
+		return nil, nil, "", nil, fmt.Errorf("campaign: %w", err)
 	}
-	return c, s, dir, nil
+	return c, s, dir, lock, nil
 }
 
-// finishedRuns reads the run.json of every planned run that has one. Run
-// directories without run.json are leftovers of an interrupted run and are
-// removed, so the run starts clean.
-func finishedRuns(dir string, plan []artifacts.PlannedRun) (map[int]artifacts.Run, error) {
+// readCampaign reads the campaign.json and the scenario of a campaign to
+// resume.
+func readCampaign(dir string) (*artifacts.Campaign, *scenario.Scenario, error) {
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.CampaignFile), &c); err != nil {
+		return nil, nil, fmt.Errorf("campaign: resume: %w", err)
+	}
+	s, err := scenario.Parse([]byte(c.ScenarioYAML))
+	if err != nil {
+		return nil, nil, fmt.Errorf("campaign: resume: the recorded scenario: %w", err)
+	}
+	if len(c.Plan) == 0 {
+		return nil, nil, fmt.Errorf("campaign: resume: %s has an empty plan", dir)
+	}
+	return &c, s, nil
+}
+
+// finishedRuns reads the run.json of every planned run and returns the
+// runs that finished ok. Every other run is run again: a run directory
+// without run.json (interrupted) or with one that cannot be read (cut
+// short, corrupt) is removed, and a failed run's directory is moved under
+// FailedDir, so its error and logs stay for the post-mortem.
+func finishedRuns(dir string, plan []artifacts.PlannedRun, warn io.Writer) (map[int]artifacts.Run, error) {
 	done := map[int]artifacts.Run{}
 	for _, p := range plan {
 		runDir := filepath.Join(dir, p.Dir)
 		var r artifacts.Run
 		err := artifacts.ReadJSON(filepath.Join(runDir, artifacts.RunFile), &r)
 		switch {
-		case err == nil:
+		case err == nil && r.Status == artifacts.StatusOK:
 			done[p.Index] = r
-		case errors.Is(err, os.ErrNotExist):
-			if err := os.RemoveAll(runDir); err != nil {
-				return nil, fmt.Errorf("campaign: %w", err)
+			continue
+		case err == nil:
+			kept, err := keepFailedRun(dir, p.Dir)
+			if err != nil {
+				return nil, err
 			}
+			fmt.Fprintf(warn, "resume: run %d (%s) failed (%s); running it again, the failed attempt is in %s\n", p.Index, p.Dir, r.Error, kept)
+			continue
+		case errors.Is(err, os.ErrNotExist):
 		default:
+			fmt.Fprintf(warn, "resume: run %d (%s): unreadable %s (%v); running it again\n", p.Index, p.Dir, artifacts.RunFile, err)
+		}
+		if err := os.RemoveAll(runDir); err != nil {
 			return nil, fmt.Errorf("campaign: %w", err)
 		}
 	}
-	return done, nil
+	return done, artifacts.SyncDir(filepath.Join(dir, artifacts.RunsDir))
 }
 
 type runner struct {
@@ -226,6 +273,11 @@ type runner struct {
 	env      env.Environment
 	now      func() time.Time
 	progress Progress
+	// session is this session's 1-based index in Campaign.Sessions.
+	session int
+	// died is set when a process of the environment died (ProcessWatcher):
+	// the run it happened in failed, and the campaign stops.
+	died error
 }
 
 // runLength is the planned length of one run (warmup + window + cooldown).
@@ -239,12 +291,18 @@ func (r *runner) runLength() time.Duration {
 // directory is then removed) or run.json cannot be written.
 func (r *runner) run(ctx context.Context, p artifacts.PlannedRun) (artifacts.Run, error) {
 	runDir := filepath.Join(r.dir, p.Dir)
-	run := artifacts.Run{PlannedRun: p, Started: r.now().UTC(), Warmup: r.c.Warmup, Status: artifacts.StatusOK}
+	run := artifacts.Run{PlannedRun: p, Session: r.session, Started: r.now().UTC(), Warmup: r.c.Warmup, Status: artifacts.StatusOK}
 	r.progress.RunStart(p, r.c.Warmup, r.s.Load.MeasuredDuration())
-	err := r.protocol(ctx, runDir, &run)
+	runCtx, endWatch := r.watch(ctx)
+	err := r.protocol(runCtx, runDir, &run)
+	died := endWatch()
 	if ctx.Err() != nil {
 		os.RemoveAll(runDir)
 		return run, ctx.Err()
+	}
+	if died != nil {
+		// The death is the reason, whatever the protocol tripped over.
+		r.died, err = died, died
 	}
 	if err != nil {
 		run.Status = artifacts.StatusFailed

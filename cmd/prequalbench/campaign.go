@@ -43,6 +43,7 @@ type campaignRunFlags struct {
 	out             string
 	durationScale   float64
 	resume          string
+	force           bool
 	backendBin      string
 	ingressBin      string
 	ingressReplicas int
@@ -93,7 +94,8 @@ on. Ctrl-C keeps every finished run; --resume DIR finishes the campaign.`,
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the plan's order and of the load (overrides the scenario)")
 	fl.StringVar(&f.out, "out", "results", "directory that receives the campaign directory")
 	fl.Float64Var(&f.durationScale, "duration-scale", 1, "multiply every duration (phases, warmup, cooldown) by this, for a quick look")
-	fl.StringVar(&f.resume, "resume", "", "finish the interrupted campaign in this directory")
+	fl.StringVar(&f.resume, "resume", "", "finish the interrupted campaign in this directory: runs that are missing, failed or unreadable are run (again)")
+	fl.BoolVar(&f.force, "force", false, "with --resume: go on although the binaries, git revision or host differ from the campaign's (campaign.json records both)")
 	fl.StringVar(&f.backendBin, "backend-bin", "", "prequal-backend binary (default: backend/target/release/prequal-backend, built with cargo when missing)")
 	fl.StringVar(&f.ingressBin, "ingress-bin", "", "prequalbench binary to run as the ingress (default: this executable)")
 	fl.IntVar(&f.ingressReplicas, "ingress-replicas", 0, "ingress replicas (overrides the scenario)")
@@ -188,7 +190,11 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			}
 		}
 		opts.ResumeDir = f.resume
+		opts.Force = f.force
 	} else {
+		if f.force {
+			return badInput(errors.New("--force: only with --resume"))
+		}
 		s, err := resolveScenario(cmd, f)
 		if err != nil {
 			return err
@@ -275,6 +281,7 @@ func localEnv(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign
 			BackendBin: backendBin,
 			IngressBin: ingressBin,
 			LogDir:     filepath.Join(dir, "logs"),
+			TempDir:    filepath.Join(dir, "tmp"),
 			RepoDir:    repo,
 			Seed:       seed,
 		})

@@ -18,7 +18,7 @@ type runIssue struct {
 // Issue kinds, in the order the report lists them.
 const (
 	issueFailed        = "failed runs, left out of every statistic"
-	issueInvalid       = "invalid runs (their own validity check failed), left out of the headline and comparisons"
+	issueInvalid       = "invalid runs (their own validity check failed; reasons under Validity), left out of the headline and comparisons"
 	issueUnverified    = "the reset before the run was not verified"
 	issueUnderTarget   = "goodput under 99% of the target rate"
 	issueUnderTargetV1 = "achieved rate under 99% of the target rate"
@@ -70,11 +70,8 @@ func runIssues(ds *dataset, r *runData) []runIssue {
 		return out
 	}
 	if ds.v2() && !r.Run.Validity.Valid {
-		reasons := strings.Join(r.Run.Validity.Reasons, "; ")
-		if reasons == "" {
-			reasons = "no reason recorded"
-		}
-		add(issueInvalid, "%s", reasons)
+		// The reasons are in the Validity section; the warning only counts.
+		out = append(out, runIssue{issueInvalid, r.Dir, ""})
 	}
 	if !r.Run.ResetVerified {
 		add(issueUnverified, "%s", r.Run.ResetDetail)

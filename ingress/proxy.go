@@ -97,22 +97,28 @@ func (rs *routeState) rewrite(pr *httputil.ProxyRequest) {
 	if err != nil {
 		peer = ""
 	}
-	if rs.ing.trusts(peer) {
-		// A trusted proxy's chain is extended, as edge proxies do, and its
-		// X-Real-IP names the client.
+	trusted := rs.ing.trusts(peer)
+	if trusted {
+		// A trusted proxy's chain is extended, as edge proxies do.
 		if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
 			pr.Out.Header["X-Forwarded-For"] = xff
 		}
+	}
+	pr.SetXForwarded()
+	switch {
+	case trusted:
+		// Its X-Real-IP names the client; without one, the proxy is it.
 		if _, ok := pr.In.Header["X-Real-Ip"]; !ok && peer != "" {
 			pr.Out.Header["X-Real-Ip"] = []string{peer}
 		}
-	} else if peer != "" {
-		// Anyone else's claims about the client address are replaced.
-		pr.Out.Header["X-Real-Ip"] = []string{peer}
-	} else {
+	case peer != "":
+		// Anyone else's claims are replaced by the peer, which is exactly
+		// what X-Forwarded-For holds now; the transport only reads the
+		// shared slice.
+		pr.Out.Header["X-Real-Ip"] = pr.Out.Header["X-Forwarded-For"]
+	default:
 		delete(pr.Out.Header, "X-Real-Ip")
 	}
-	pr.SetXForwarded()
 }
 
 // trusts reports whether peer (an IP literal) is a trusted proxy.

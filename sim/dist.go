@@ -54,8 +54,9 @@ func ParseDistribution(s string) (Distribution, error) {
 	return 0, fmt.Errorf("sim: distribution %q is not one of fixed, exp, normal", s)
 }
 
-// Draw draws a value with the given mean exactly as dist.rs does (the same
-// random numbers consumed in the same order, the same arithmetic).
+// Draw draws a value with the given mean as dist.rs does: the same random
+// numbers consumed in the same order, the same arithmetic (Go's log and cos
+// may differ from the C library's in the last bit).
 func (d Distribution) Draw(mean float64, r *Rng) float64 {
 	switch d {
 	case Exp:

@@ -45,6 +45,9 @@ fn main() -> ExitCode {
         Ok(Parsed::Run(cfg)) => *cfg,
         Ok(Parsed::Help) => {
             print!("{}", config::usage());
+            println!(
+                "\n       prequal-backend --sleep DUR  (sleep, exit 0: the pod's preStop hook)"
+            );
             return ExitCode::SUCCESS;
         }
         Err(e) => {

@@ -183,6 +183,9 @@ type Comparison struct {
 	P     Num `json:"p"`
 	// Exact is true when P is from the exact U distribution.
 	Exact bool `json:"exact"`
+	// Identical is true when every run of both sides gave the same value:
+	// such a test cannot reject and is left out of the Holm family.
+	Identical bool `json:"identical"`
 	// AdjustedP is P after the Holm correction over every comparison of
 	// the report; Significant means AdjustedP < alpha.
 	AdjustedP   Num  `json:"adjusted_p"`

@@ -506,11 +506,12 @@ func writeAppendix(w io.Writer, ds *dataset, a *Analysis) {
 		"late sends", "directory"}, rows, 0, 1, 5, 6, 7, 8, 9, 10, 11)
 }
 
-// countTests is the size of the Holm family: comparisons with a p-value.
+// countTests is the size of the Holm family: comparisons with a p-value
+// whose runs were not all identical.
 func countTests(cs []Comparison) int {
 	n := 0
 	for _, c := range cs {
-		if !math.IsNaN(float64(c.P)) {
+		if !math.IsNaN(float64(c.P)) && !c.Identical {
 			n++
 		}
 	}

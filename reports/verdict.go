@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/prequalbench/prequalbench/reports/stats"
@@ -38,7 +39,14 @@ func compare(ref, alg string, m metric, rv, av []float64, seed uint64, o Options
 		b.Ratio, b.Lo, b.Hi = math.Inf(1), 1/inv.Hi, 1/inv.Lo
 	}
 	u := stats.MannWhitneyU(rv, av, o.Alpha)
-	return Comparison{Algorithm: alg, Reference: ref, Metric: m.Key, Ratio: Num(b.Ratio), Lo: Num(b.Lo), Hi: Num(b.Hi),
+	// Every run of both sides gave the same value: the permutation
+	// distribution is a single point (p = 1 whatever the labels), so the
+	// test can never reject and stays out of the Holm family.
+	identical := len(rv) > 0 && len(av) > 0
+	for _, x := range append(slices.Clone(rv), av...) {
+		identical = identical && x == rv[0]
+	}
+	return Comparison{Identical: identical, Algorithm: alg, Reference: ref, Metric: m.Key, Ratio: Num(b.Ratio), Lo: Num(b.Lo), Hi: Num(b.Hi),
 		P: Num(u.P), Exact: u.Exact, MinP: Num(stats.MinP(len(rv), len(av))), Small: b.Small,
 		NR: len(rv), NA: len(av), RefMedian: Num(rm), OtherMedian: Num(am), AdjustedP: Num(math.NaN())}
 }
@@ -53,6 +61,9 @@ func decide(cs []Comparison, o Options) (pairs []runIssue, family string) {
 	smallestMinP := math.Inf(1)
 	for i, c := range cs {
 		ps[i] = float64(c.P)
+		if c.Identical {
+			ps[i] = math.NaN()
+		}
 		if !math.IsNaN(ps[i]) {
 			tests++
 			smallestMinP = math.Min(smallestMinP, float64(c.MinP))
@@ -91,7 +102,7 @@ func judge(c *Comparison, m metric, family int, familyBlocked bool, o Options) (
 	}
 	ratio, lo, hi := float64(c.Ratio), float64(c.Lo), float64(c.Hi)
 	rm, am := float64(c.RefMedian), float64(c.OtherMedian)
-	if ratio == 1 && lo == 1 && hi == 1 && float64(c.P) == 1 {
+	if c.Identical {
 		return OutcomeSame, "", fmt.Sprintf("%s and %s had the same %s in every run", c.Reference, c.Algorithm, m.Label)
 	}
 	var head string

@@ -117,3 +117,23 @@ func TestVerdict_DaggerBelowFiveRunsPerSideAndUnreachableAlpha(t *testing.T) {
 		t.Errorf("3 vs 5 fully separated: %q", c.Verdict)
 	}
 }
+
+func TestVerdict_IdenticalRunsStayOutOfTheHolmFamily(t *testing.T) {
+	// Goodput exactly at target in every run of both sides says nothing and
+	// can never reject: it must not dilute the real test.
+	o := opts(t)
+	same := []float64{440, 440, 440, 440, 440, 440}
+	var flat []Comparison
+	for range 20 {
+		flat = append(flat, compare("prequal", "p2c", metricByKey("goodput_rps"), same, same, 1, o))
+	}
+	c := judged(t, "p99_ms", []float64{10, 11, 12, 13, 14, 15}, []float64{20, 21, 22, 23, 24, 25}, flat...)
+	if math.Abs(float64(c.AdjustedP)-2.0/924) > 1e-12 || c.Outcome != OutcomeBetter {
+		t.Errorf("adjusted p %v outcome %q, want the raw 2/924 and a winner", c.AdjustedP, c.Outcome)
+	}
+	cs := []Comparison{flat[0]}
+	decide(cs, o)
+	if cs[0].Outcome != OutcomeSame || !strings.Contains(cs[0].Verdict, "same goodput in every run") {
+		t.Errorf("identical: %q %s", cs[0].Outcome, cs[0].Verdict)
+	}
+}

@@ -39,7 +39,15 @@ type IngressOptions struct {
 	// Args are extra `prequalbench ingress` flags (the scenario's policy
 	// and prober settings).
 	Args []string
+	// LoadBalancer adds the Service LoadBalancerServiceName of type
+	// LoadBalancer with only the proxy port, for clusters where the load
+	// generator cannot reach a node address. The admin port stays on the
+	// NodePort Service (and port-forwarding), off the public address.
+	LoadBalancer bool
 }
+
+// LoadBalancerServiceName is the proxy-only LoadBalancer Service.
+const LoadBalancerServiceName = IngressName + "-lb"
 
 func (o *IngressOptions) normalize() error {
 	if o.Image == "" {
@@ -142,11 +150,36 @@ func Ingress(o IngressOptions) ([]*unstructured.Unstructured, error) {
 	}
 	objs[i] = typed
 	// The Secret goes before the Deployment that mounts it.
-	out := make([]*unstructured.Unstructured, 0, len(objs)+1)
+	out := make([]*unstructured.Unstructured, 0, len(objs)+2)
 	out = append(out, objs[:i]...)
 	out = append(out, secret)
 	out = append(out, objs[i:]...)
+	if o.LoadBalancer {
+		out = append(out, loadBalancerService())
+	}
 	return out, nil
+}
+
+// loadBalancerService publishes only the proxy port; externalTrafficPolicy
+// Local keeps the client address and skips the extra node hop.
+func loadBalancerService() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Service",
+		"metadata": map[string]any{
+			"name":      LoadBalancerServiceName,
+			"namespace": SystemNamespace,
+			"labels":    map[string]any{LabelName: IngressName, LabelPartOf: ManagedBy, LabelManagedBy: ManagedBy},
+		},
+		"spec": map[string]any{
+			"type":                  "LoadBalancer",
+			"externalTrafficPolicy": "Local",
+			"selector":              map[string]any{LabelName: IngressName},
+			"ports": []any{map[string]any{
+				"name": "proxy", "port": int64(ProxyPort), "targetPort": "proxy", "protocol": "TCP",
+			}},
+		},
+	}}
 }
 
 func controlPlaneTolerations() []corev1.Toleration {

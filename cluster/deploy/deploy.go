@@ -27,6 +27,9 @@ type Options struct {
 	AdminToken string
 	// Algorithm every route starts with (canonical name).
 	Algorithm string
+	// LoadBalancer also publishes the proxy through a LoadBalancer Service
+	// (see manifests.IngressOptions.LoadBalancer).
+	LoadBalancer bool
 }
 
 // Result is what Scenario did.
@@ -49,7 +52,7 @@ func Scenario(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o 
 	ing, err := manifests.Ingress(manifests.IngressOptions{
 		Topology: o.Topology, Image: o.IngressImage, ImageID: o.IngressImageID,
 		Replicas: s.Ingress.Replicas, WorkloadNamespace: o.Namespace, AdminToken: o.AdminToken,
-		Args: s.Ingress.Args(),
+		Args: s.Ingress.Args(), LoadBalancer: o.LoadBalancer,
 	})
 	if err != nil {
 		return Result{}, err

@@ -57,6 +57,11 @@ type campaignRunFlags struct {
 	kubeconfig  string
 	kubeContext string
 	namespace   string
+	// images (kind and kube) and where the load goes (kube)
+	ingressImage string
+	backendImage string
+	proxyURLs    []string
+	serviceType  string
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -106,7 +111,11 @@ on. Ctrl-C keeps every finished run; --resume DIR finishes the campaign.`,
 	fl.StringVar(&f.cluster, "cluster", "", "kind env: cluster name (default "+kind.DefaultName+")")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kube env: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringVar(&f.kubeContext, "context", "", "kube env: kubeconfig context")
-	fl.StringVarP(&f.namespace, "namespace", "n", "", "kube env: namespace of the workload (default: the one 'prequalbench cluster up' recorded)")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", "kind and kube envs: namespace of the workload (default: the one 'prequalbench cluster up -n' recorded, else prequalbench)")
+	fl.StringVar(&f.ingressImage, "ingress-image", "", "kind and kube envs: ingress image in the rendered Deployment (default: the one 'cluster up' recorded, else "+kind.DefaultIngressImage+")")
+	fl.StringVar(&f.backendImage, "backend-image", "", "kind and kube envs: backend image in the rendered Deployments (default: the one 'cluster up' recorded, else "+kind.DefaultBackendImage+")")
+	fl.StringSliceVar(&f.proxyURLs, "proxy-url", nil, "kube env: the ingress's address for the load, http://HOST:PORT (default: the LoadBalancer address, else the proxy NodePort on the ingress pods' nodes); admin calls and resets use port-forwarding")
+	fl.StringVar(&f.serviceType, "service-type", "NodePort", "kube env: NodePort, or LoadBalancer to also publish the proxy port through a LoadBalancer Service")
 	return c
 }
 

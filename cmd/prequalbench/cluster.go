@@ -188,6 +188,9 @@ func orDash(s string) string {
 // --env kind [--cluster]` and `--env kube [--kubeconfig] [--context] [-n]`.
 func init() {
 	campaignEnvs["kind"] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
+		if len(f.proxyURLs) > 0 || f.serviceType != "NodePort" {
+			return nil, badInput(fmt.Errorf("--proxy-url and --service-type are for --env kube; kind publishes the proxy on 127.0.0.1:%d", manifests.ProxyNodePort))
+		}
 		repo, _ := os.Getwd()
 		if r, err := local.FindRepo(repo); err == nil {
 			repo = r
@@ -195,6 +198,7 @@ func init() {
 		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
 			return kindenv.New(ctx, kindenv.Options{
 				Cluster: f.cluster, Namespace: f.namespace, Scenario: s, RepoDir: repo,
+				IngressImage: f.ingressImage, BackendImage: f.backendImage,
 				Progress: func(l string) { fmt.Fprintln(msg, "kind:", l) },
 			})
 		}, nil
@@ -204,6 +208,18 @@ func init() {
 		if err != nil {
 			return nil, badInput(err)
 		}
+		proxyURLs, err := kube.ParseProxyURLs(f.proxyURLs)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		var loadBalancer bool
+		switch f.serviceType {
+		case "NodePort":
+		case "LoadBalancer":
+			loadBalancer = true
+		default:
+			return nil, badInput(fmt.Errorf("--service-type %q: want NodePort or LoadBalancer", f.serviceType))
+		}
 		repo, _ := os.Getwd()
 		if r, err := local.FindRepo(repo); err == nil {
 			repo = r
@@ -211,6 +227,8 @@ func init() {
 		return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
 			return kube.ForCluster(ctx, kube.ClusterOptions{
 				Config: cfg, Scenario: s, Name: "kube", Namespace: f.namespace, RepoDir: repo,
+				IngressImage: f.ingressImage, BackendImage: f.backendImage,
+				ProxyURLs: proxyURLs, LoadBalancer: loadBalancer,
 				Progress: func(l string) { fmt.Fprintln(msg, "kube:", l) },
 			})
 		}, nil

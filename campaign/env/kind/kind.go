@@ -19,9 +19,11 @@ type Options struct {
 	Cluster string
 	// Namespace of the workload; default what `cluster up -n` recorded.
 	Namespace string
-	Scenario  *scenario.Scenario
-	RepoDir   string
-	Progress  func(string)
+	// Images override what `cluster up` recorded.
+	IngressImage, BackendImage string
+	Scenario                   *scenario.Scenario
+	RepoDir                    string
+	Progress                   func(string)
 	// Provider defaults to the kind library over Docker.
 	Provider clusterkind.ClusterProvider
 }
@@ -44,5 +46,6 @@ func New(ctx context.Context, o Options) (*kube.Env, error) {
 	}
 	return kube.ForCluster(ctx, kube.ClusterOptions{
 		Config: cfg, Scenario: o.Scenario, Name: "kind", Namespace: o.Namespace, RepoDir: o.RepoDir, Progress: o.Progress,
+		IngressImage: o.IngressImage, BackendImage: o.BackendImage,
 	})
 }

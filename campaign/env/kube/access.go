@@ -4,12 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/prequalbench/prequalbench/manifests"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
@@ -149,3 +155,174 @@ func (n *NodePorts) Backend(ctx context.Context, p corev1.Pod) (string, error) {
 
 // Close stops the forwards.
 func (n *NodePorts) Close() error { return n.Forward.Close() }
+
+// ServiceAddress sends the load to the ingress's own address, as a client
+// of the cluster would: the URLs given (--proxy-url), else what the
+// Services publish (see ProxyURLs). Only the admin API and the resets go
+// through port-forwarding: a port-forward is one multiplexed stream
+// through the API server that caps throughput and adds latency of its own.
+type ServiceAddress struct {
+	// URLs given by the user; empty means detect from the Services.
+	URLs    []string
+	Kube    kubernetes.Interface
+	Forward *PortForward
+}
+
+var _ Access = (*ServiceAddress)(nil)
+
+// Ingress returns the proxy URLs and one forwarded admin URL per pod.
+func (s *ServiceAddress) Ingress(ctx context.Context, pods []corev1.Pod) (proxy, admin []string, err error) {
+	proxy = s.URLs
+	if len(proxy) == 0 {
+		if proxy, err = s.detect(ctx, pods); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, p := range pods {
+		a, err := s.Forward.forward(ctx, p, manifests.AdminPort)
+		if err != nil {
+			return nil, nil, err
+		}
+		admin = append(admin, a)
+	}
+	return proxy, admin, nil
+}
+
+// detect polls the Services until one publishes an address (a cloud
+// LoadBalancer takes a while to get one) or ctx ends.
+func (s *ServiceAddress) detect(ctx context.Context, pods []corev1.Pod) ([]string, error) {
+	for {
+		urls, err := s.detectOnce(ctx, pods)
+		if err == nil {
+			return urls, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kube: proxy address: %w (or pass --proxy-url)", err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func (s *ServiceAddress) detectOnce(ctx context.Context, pods []corev1.Pod) ([]string, error) {
+	svcs, err := s.Kube.CoreV1().Services(manifests.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: manifests.LabelName + "=" + manifests.IngressName})
+	if err != nil {
+		return nil, fmt.Errorf("list the ingress Services: %w", err)
+	}
+	nodes := map[string]*corev1.Node{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] != nil {
+			continue
+		}
+		n, err := s.Kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("node %s of pod %s: %w", p.Spec.NodeName, p.Name, err)
+		}
+		nodes[n.Name] = n
+	}
+	return ProxyURLs(svcs.Items, pods, nodes)
+}
+
+// Backend forwards to the backend pod (resets and stats only).
+func (s *ServiceAddress) Backend(ctx context.Context, p corev1.Pod) (string, error) {
+	return s.Forward.Backend(ctx, p)
+}
+
+// Close stops the forwards.
+func (s *ServiceAddress) Close() error { return s.Forward.Close() }
+
+// ProxyURLs picks where load goes from the ingress's Services: a
+// LoadBalancer Service's published address (IP or hostname) and its proxy
+// port if one has it; else the proxy NodePort on the address of every
+// node that runs an ingress pod (the NodePort Service keeps traffic on the
+// node it enters, so only those nodes answer), preferring a node's
+// ExternalIP to its InternalIP.
+func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev1.Node) ([]string, error) {
+	proxyPort := func(svc corev1.Service) (port, nodePort int32) {
+		for _, p := range svc.Spec.Ports {
+			if p.Name == "proxy" {
+				return p.Port, p.NodePort
+			}
+		}
+		return 0, 0
+	}
+	sort.Slice(svcs, func(i, j int) bool { return svcs[i].Name < svcs[j].Name })
+	var pendingLB string
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		port, _ := proxyPort(svc)
+		if port == 0 {
+			continue
+		}
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			host := in.IP
+			if host == "" {
+				host = in.Hostname
+			}
+			if host != "" {
+				return []string{"http://" + net.JoinHostPort(host, strconv.Itoa(int(port)))}, nil
+			}
+		}
+		pendingLB = svc.Name
+	}
+	// A LoadBalancer Service was asked for: wait for its address rather
+	// than fall back to node addresses the user may not reach.
+	if pendingLB != "" {
+		return nil, fmt.Errorf("service %s/%s has no LoadBalancer address yet", manifests.SystemNamespace, pendingLB)
+	}
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		_, nodePort := proxyPort(svc)
+		if nodePort == 0 {
+			continue
+		}
+		seen := map[string]bool{}
+		var urls []string
+		for _, p := range pods {
+			n := nodes[p.Spec.NodeName]
+			if n == nil {
+				continue
+			}
+			addr := nodeAddress(n)
+			if addr == "" || seen[addr] {
+				continue
+			}
+			seen[addr] = true
+			urls = append(urls, "http://"+net.JoinHostPort(addr, strconv.Itoa(int(nodePort))))
+		}
+		if len(urls) > 0 {
+			sort.Strings(urls)
+			return urls, nil
+		}
+	}
+	return nil, fmt.Errorf("no LoadBalancer address and no node address with the proxy NodePort among %d Services of the ingress", len(svcs))
+}
+
+func nodeAddress(n *corev1.Node) string {
+	for _, want := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type == want && a.Address != "" {
+				return a.Address
+			}
+		}
+	}
+	return ""
+}
+
+// ParseProxyURLs checks --proxy-url values: http or https with a host,
+// nothing after the port but an optional "/".
+func ParseProxyURLs(raw []string) ([]string, error) {
+	var out []string
+	for _, r := range raw {
+		u, err := url.Parse(strings.TrimSpace(r))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("--proxy-url %q: want http://HOST:PORT or https://HOST:PORT (the ingress's address, no path)", r)
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out, nil
+}

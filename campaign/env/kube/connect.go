@@ -27,8 +27,14 @@ type ClusterOptions struct {
 	Namespace string
 	// Images default to what `cluster up` recorded, else the dev tags.
 	IngressImage, BackendImage string
-	RepoDir                    string
-	Progress                   func(string)
+	// ProxyURLs (kube only) are where the load goes; empty means the
+	// address the ingress's Services publish (see ProxyURLs).
+	ProxyURLs []string
+	// LoadBalancer (kube only) also installs a LoadBalancer Service for
+	// the proxy port.
+	LoadBalancer bool
+	RepoDir      string
+	Progress     func(string)
 }
 
 // ForCluster builds an Env for a cluster: it reads the topology and images
@@ -44,7 +50,10 @@ func ForCluster(ctx context.Context, o ClusterOptions) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	d := deploy.Options{Namespace: o.Namespace, IngressImage: o.IngressImage, BackendImage: o.BackendImage}
+	if o.Name == "kind" && (len(o.ProxyURLs) > 0 || o.LoadBalancer) {
+		return nil, fmt.Errorf("kube: --proxy-url and --service-type are for --env kube; kind publishes the proxy on 127.0.0.1:%d", manifests.ProxyNodePort)
+	}
+	d := deploy.Options{Namespace: o.Namespace, IngressImage: o.IngressImage, BackendImage: o.BackendImage, LoadBalancer: o.LoadBalancer}
 	cm, err := kube.CoreV1().ConfigMaps(manifests.SystemNamespace).Get(ctx, manifests.ClusterInfoName, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -82,7 +91,7 @@ func ForCluster(ctx context.Context, o ClusterOptions) (*Env, error) {
 		return nil, err
 	}
 	fwd := &PortForward{Config: o.Config, Kube: kube}
-	var access Access = fwd
+	var access Access = &ServiceAddress{URLs: o.ProxyURLs, Kube: kube, Forward: fwd}
 	if o.Name == "kind" {
 		access = &NodePorts{Forward: fwd}
 	}

@@ -1,7 +1,9 @@
 // Package kube is the campaign environment on a Kubernetes cluster: it
 // deploys the scenario (cluster/deploy), reaches the ingress through an
-// Access (NodePorts published by kind, or client-go port-forwarding on any
-// other cluster) and drives it through the admin API, like the local
+// Access (the NodePorts kind publishes on 127.0.0.1; on any other cluster
+// the ingress's LoadBalancer or NodePort address, or --proxy-url, with
+// client-go port-forwarding only for the admin API and the backends'
+// resets) and drives it through the admin API, like the local
 // environment does with processes. campaign/env/kind builds one for a kind
 // cluster.
 package kube

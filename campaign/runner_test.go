@@ -178,7 +178,7 @@ func TestRun_FailedRunIsRecordedAndCampaignGoesOn(t *testing.T) {
 	for _, r := range res.Runs {
 		wantFailed := r.Algorithm == "round-robin"
 		if (r.Status == artifacts.StatusFailed) != wantFailed {
-			t.Errorf("run %d %s: status %s", r.Index, r.Algorithm, r.Status)
+			t.Errorf("run %d %s: status %s (%s)", r.Index, r.Algorithm, r.Status, r.Error)
 		}
 		if wantFailed && !strings.Contains(r.Error, "cannot set round-robin") {
 			t.Errorf("run %d: error %q does not say why", r.Index, r.Error)

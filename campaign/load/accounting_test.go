@@ -173,3 +173,27 @@ func TestMicros_ClampsAndSays(t *testing.T) {
 		t.Errorf("micros(1s) = %d, %v", us, clamped)
 	}
 }
+
+// The load can finish before the clock reaches the window's end (here its
+// last send is due 9 ms before it): the boundaries are signalled anyway,
+// once each, in order.
+func TestRun_BoundariesAlwaysSignalled(t *testing.T) {
+	s := server(t, ok)
+	for i := range 5 {
+		var calls []string
+		_, err := Run(context.Background(), Config{
+			Targets:       []Target{{URL: s.URL}},
+			Warmup:        20 * time.Millisecond,
+			WarmupRate:    100,
+			Open:          []Phase{{Kind: KindConstant, Rate: 100, Duration: 59 * time.Millisecond}},
+			OnWindowStart: func() { calls = append(calls, "start") },
+			OnWindowEnd:   func() { calls = append(calls, "end") },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) != 2 || calls[0] != "start" || calls[1] != "end" {
+			t.Fatalf("run %d: boundary calls %v, want [start end]", i, calls)
+		}
+	}
+}

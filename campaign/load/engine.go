@@ -188,9 +188,25 @@ type engine struct {
 // tick runs the clock of the run: a progress call per warmup second, the
 // window's start boundary, one row of the series at each whole second of
 // the window but the last (finish closes that one, after the drain), and
-// the window's end boundary.
+// the window's end boundary. The load may finish a hair before the clock
+// reaches the window's end (its last send is due exactly there); the
+// boundaries not yet signalled then are signalled at the stop, unless the
+// run was cancelled.
 func (e *engine) tick(ctx context.Context, start time.Time, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	var started, ended bool
+	boundary := func(f func(), flag *bool) {
+		if !*flag && ctx.Err() == nil {
+			*flag = true
+			if f != nil {
+				f()
+			}
+		}
+	}
+	defer func() {
+		boundary(e.cfg.OnWindowStart, &started)
+		boundary(e.cfg.OnWindowEnd, &ended)
+	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -217,9 +233,7 @@ func (e *engine) tick(ctx context.Context, start time.Time, stop <-chan struct{}
 	if e.cfg.SampleCPU != nil {
 		e.cfg.SampleCPU() // the baseline of the first second
 	}
-	if e.cfg.OnWindowStart != nil && ctx.Err() == nil {
-		e.cfg.OnWindowStart()
-	}
+	boundary(e.cfg.OnWindowStart, &started)
 	window := e.cfg.Window()
 	for k := time.Duration(1); k*time.Second < window; k++ {
 		if !wait(e.windowStart.Add(k * time.Second)) {
@@ -233,9 +247,7 @@ func (e *engine) tick(ctx context.Context, start time.Time, stop <-chan struct{}
 	if !wait(e.windowEnd) {
 		return
 	}
-	if e.cfg.OnWindowEnd != nil && ctx.Err() == nil {
-		e.cfg.OnWindowEnd()
-	}
+	boundary(e.cfg.OnWindowEnd, &ended)
 	// Wait for the stop: the last row is closed after the drain.
 	<-stop
 }

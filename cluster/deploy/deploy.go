@@ -8,10 +8,13 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/cluster/kubeapply"
 	"github.com/prequalbench/prequalbench/manifests"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Options say where and with what images.
@@ -66,11 +69,24 @@ func Scenario(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o 
 	if err := c.Apply(ctx, ing); err != nil {
 		return Result{}, err
 	}
+	var res Result
+	if !o.LoadBalancer {
+		// A LoadBalancer Service a previous campaign asked for costs money
+		// on a cloud and would still attract the load; remove it.
+		err := c.Kube.CoreV1().Services(manifests.SystemNamespace).Delete(ctx, manifests.LoadBalancerServiceName, metav1.DeleteOptions{})
+		switch {
+		case err == nil:
+			res.Deleted = append(res.Deleted, "Service "+manifests.SystemNamespace+"/"+manifests.LoadBalancerServiceName)
+		case !apierrors.IsNotFound(err):
+			return res, fmt.Errorf("deploy: delete the LoadBalancer Service: %w", err)
+		}
+	}
 	if err := c.Apply(ctx, wl); err != nil {
 		return Result{}, err
 	}
-	var res Result
-	if res.Deleted, err = c.Prune(ctx, o.Namespace, manifests.WorkloadSelector, manifests.WorkloadKinds, wl); err != nil {
+	pruned, err := c.Prune(ctx, o.Namespace, manifests.WorkloadSelector, manifests.WorkloadKinds, wl)
+	res.Deleted = append(res.Deleted, pruned...)
+	if err != nil {
 		return res, err
 	}
 	for _, u := range wl {

@@ -59,7 +59,7 @@ func TestScenarioThenAnother(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 
-	opts := deploy.Options{Topology: manifests.TopologyEB, Namespace: ns, IngressImage: "i:1", BackendImage: "b:1", AdminToken: "tok", Algorithm: "prequal"}
+	opts := deploy.Options{Topology: manifests.TopologyEB, Namespace: ns, IngressImage: "i:1", BackendImage: "b:1", AdminToken: "tok", Algorithm: "prequal", LoadBalancer: true}
 	first, err := scenario.Catalogue("c2-hetero-open")
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +79,15 @@ func TestScenarioThenAnother(t *testing.T) {
 	if want := strings.Join(first.Ingress.Args(), " "); !strings.HasSuffix(args, want) {
 		t.Errorf("ingress args %q do not end with the scenario's %q", args, want)
 	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "i:1" {
+		t.Errorf("ingress image %q, want --ingress-image i:1", img)
+	}
+	if b, err := env.Client.AppsV1().Deployments(ns).Get(ctx, res.Deployments[0], metav1.GetOptions{}); err != nil || b.Spec.Template.Spec.Containers[0].Image != "b:1" {
+		t.Errorf("backend deployment %s: %v, want image b:1", res.Deployments[0], err)
+	}
+	if _, err := env.Client.CoreV1().Services(manifests.SystemNamespace).Get(ctx, manifests.LoadBalancerServiceName, metav1.GetOptions{}); err != nil {
+		t.Errorf("LoadBalancer Service: %v", err)
+	}
 	if int(*d.Spec.Replicas) != first.Ingress.Replicas {
 		t.Errorf("ingress replicas %d, want %d", *d.Spec.Replicas, first.Ingress.Replicas)
 	}
@@ -97,9 +106,13 @@ func TestScenarioThenAnother(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.LoadBalancer = false
 	res, err = deploy.Scenario(ctx, c, second, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().Services(manifests.SystemNamespace).Get(ctx, manifests.LoadBalancerServiceName, metav1.GetOptions{}); err == nil || !has(res.Deleted, "Service "+manifests.SystemNamespace+"/"+manifests.LoadBalancerServiceName) {
+		t.Errorf("the LoadBalancer Service outlives a NodePort deploy (deleted %v)", res.Deleted)
 	}
 	if len(res.Deleted) == 0 {
 		t.Errorf("second deploy deleted nothing; the first scenario's objects stay")

@@ -13,7 +13,7 @@ type Simulation struct {
 	// default 100µs (so 50–150 µs one way, a loopback-like hop).
 	NetworkJitter Duration `json:"networkJitter,omitempty"`
 	// CPURoundTime is the service time of one hash round of a cpu-mode
-	// backend; default 250ns.
+	// backend; default 250ns (an assumption: measure the real host's).
 	CPURoundTime Duration `json:"cpuRoundTime,omitempty"`
 }
 

@@ -241,3 +241,37 @@ func TestWorld_HangTimesOutAt504(t *testing.T) {
 		}
 	}
 }
+
+// TestWorld_ProbeFaultsReachThePolicy: each backend probe fault arrives as
+// the outcome the ingress's prober gives it, and a network slower than the
+// probe timeout turns every probe into a timeout.
+func TestWorld_ProbeFaultsReachThePolicy(t *testing.T) {
+	g := func(name, fault string) Group {
+		return Group{Name: name, Replicas: 2, ServiceTime: 10 * time.Millisecond, Concurrency: 4, QueueLimit: 100, ProbeFault: fault}
+	}
+	cfg := Config{
+		Seed: 1, Clients: 1, Algorithm: loadbalancer.NamePrequal, Policy: loadbalancer.DefaultConfig(),
+		Routes: []Route{{Name: "r", Groups: []Group{g("ok", "none"), g("slowprobe", "timeout"), g("e500", "500"), g("bad", "malformed"), g("stale", "stale_timestamp")}}},
+	}
+	outcomes := func(cfg Config) map[loadbalancer.ProbeOutcome]uint64 {
+		w, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Run(context.Background(), Load{Open: []Phase{{Kind: KindConstant, Duration: 2 * time.Second, Rate: 200}}, Timeout: 10 * time.Second, Targets: evenTargets(1), Seed: 1}); err != nil {
+			t.Fatal(err)
+		}
+		return w.Snapshot()[0].Routes[0].Stats.ProbeOutcomes
+	}
+	got := outcomes(cfg)
+	for _, o := range []loadbalancer.ProbeOutcome{loadbalancer.ProbeOK, loadbalancer.ProbeTimeout, loadbalancer.ProbeStatus, loadbalancer.ProbeMalformed, loadbalancer.ProbeStale} {
+		if got[o] == 0 {
+			t.Errorf("no %q outcomes: %v", o, got)
+		}
+	}
+	cfg.Network = Network{Delay: 60 * time.Millisecond} // 120 ms round trip > 100 ms
+	got = outcomes(cfg)
+	if got[loadbalancer.ProbeOK] != 0 || got[loadbalancer.ProbeTimeout] == 0 {
+		t.Errorf("with a 120 ms round trip: %v, want only timeouts", got)
+	}
+}

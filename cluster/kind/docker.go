@@ -175,12 +175,39 @@ func (dockerCLI) ImageID(ctx context.Context, image string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// SaveArgs is the docker command line that exports image for the nodes'
+// platform. Under Docker's containerd store a pulled multi-platform image
+// is saved as its whole index, and `ctr images import --all-platforms` on
+// the node then fails on the platforms that were never pulled ("content
+// digest not found"); --platform (Docker 27.2+) saves only the nodes' one.
+func SaveArgs(image, dest, platform string) []string {
+	args := []string{"save", "-o", dest}
+	if platform != "" {
+		args = append(args, "--platform", platform)
+	}
+	return append(args, image)
+}
+
+// save exports image for the daemon's own platform (the kind nodes run on
+// it), and without --platform on a Docker too old to know the flag.
 func (dockerCLI) save(ctx context.Context, image, dest string) error {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "docker", "save", "-o", dest, image)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("docker save %s: %w: %s", image, err, stderr.String())
+	run := func(platform string) (string, error) {
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "docker", SaveArgs(image, dest, platform)...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		return stderr.String(), err
+	}
+	platform := ""
+	if out, err := exec.CommandContext(ctx, "docker", "version", "-f", "{{.Server.Os}}/{{.Server.Arch}}").Output(); err == nil {
+		platform = strings.TrimSpace(string(out))
+	}
+	stderr, err := run(platform)
+	if err != nil && platform != "" && strings.Contains(stderr, "unknown flag: --platform") {
+		stderr, err = run("")
+	}
+	if err != nil {
+		return fmt.Errorf("docker save %s: %w: %s", image, err, stderr)
 	}
 	return nil
 }

@@ -1,6 +1,12 @@
 package kind
 
-import "testing"
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 const (
 	cfgDigest  = "sha256:6f1c6ab3c7a0d9d3c4b1e2f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0"
@@ -77,5 +83,35 @@ func TestNormalizeRef(t *testing.T) {
 		if got := NormalizeRef(in); got != want {
 			t.Errorf("NormalizeRef(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestSaveArgs(t *testing.T) {
+	if got := strings.Join(SaveArgs("prequalbench/ingress:dev", "/t/image.tar", "linux/amd64"), " "); got != "save -o /t/image.tar --platform linux/amd64 prequalbench/ingress:dev" {
+		t.Errorf("with platform: %s", got)
+	}
+	if got := strings.Join(SaveArgs("b:1", "/t/x.tar", ""), " "); got != "save -o /t/x.tar b:1" {
+		t.Errorf("without platform: %s", got)
+	}
+}
+
+// TestSaveFallsBackWithoutPlatform: a Docker that does not know
+// `save --platform` gets the plain save.
+func TestSaveFallsBackWithoutPlatform(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\n" +
+		"case \"$1\" in version) echo linux/arm64;; save) case \"$*\" in *--platform*) echo 'unknown flag: --platform' >&2; exit 125;; esac;; esac\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if err := (dockerCLI{}).save(context.Background(), "b:1", "/t/x.tar"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(calls)
+	want := "version -f {{.Server.Os}}/{{.Server.Arch}}\nsave -o /t/x.tar --platform linux/arm64 b:1\nsave -o /t/x.tar b:1\n"
+	if string(got) != want {
+		t.Errorf("docker calls\n%s\nwant\n%s", got, want)
 	}
 }

@@ -1,7 +1,9 @@
 package campaign
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
@@ -25,6 +27,33 @@ func TestLoadConfig_ConnectionCapIsATotal(t *testing.T) {
 		cfg := r.loadConfig(targets, 1)
 		if got := cfg.MaxConnections * replicas; got != 4400 {
 			t.Errorf("%d replicas: %d per replica, %d in total; want 4400 in total (440/s × 10 s)", replicas, cfg.MaxConnections, got)
+		}
+	}
+}
+
+// A new campaign says which schema its artifacts follow, and each run
+// says whether it is valid.
+func TestRun_RecordsSchemaVersionAndValidity(t *testing.T) {
+	fe := newFakeEnv(t)
+	res, err := runWith(t, context.Background(), fe, Options{Scenario: tinyScenario(t), OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(res.Dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.SchemaVersion != artifacts.SchemaVersion {
+		t.Errorf("campaign.json schema_version %d, want %d", c.SchemaVersion, artifacts.SchemaVersion)
+	}
+	for _, r := range res.Runs {
+		// The fake server answers at once; only a saturated host could
+		// make a run invalid, and then it must say why.
+		if !r.Validity.Valid && len(r.Validity.Reasons) == 0 {
+			t.Errorf("run %d invalid without a reason", r.Index)
+		}
+		if r.Load.Goodput <= 0 || r.Load.Success.Count == 0 || r.Load.ConnCap != 400 {
+			t.Errorf("run %d: goodput %v, success count %d, conn cap %d; want goodput, successes and a cap of 40/s × 10 s = 400", r.Index, r.Load.Goodput, r.Load.Success.Count, r.Load.ConnCap)
 		}
 	}
 }

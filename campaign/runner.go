@@ -189,20 +189,21 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *di
 	}
 	start := opts.Now().UTC()
 	c := &artifacts.Campaign{
-		ID:           ID(start, s.Name),
-		Scenario:     s.Name,
-		Description:  s.Description,
-		ScenarioYAML: string(y),
-		Seed:         p.Seed,
-		Order:        p.Order,
-		Algorithms:   p.Algorithms,
-		Reps:         p.Reps,
-		Warmup:       p.Warmup.Std(),
-		Cooldown:     p.Cooldown.Std(),
-		ResetMode:    p.Reset,
-		Reference:    p.Reference,
-		Plan:         plan,
-		Started:      start,
+		SchemaVersion: artifacts.SchemaVersion,
+		ID:            ID(start, s.Name),
+		Scenario:      s.Name,
+		Description:   s.Description,
+		ScenarioYAML:  string(y),
+		Seed:          p.Seed,
+		Order:         p.Order,
+		Algorithms:    p.Algorithms,
+		Reps:          p.Reps,
+		Warmup:        p.Warmup.Std(),
+		Cooldown:      p.Cooldown.Std(),
+		ResetMode:     p.Reset,
+		Reference:     p.Reference,
+		Plan:          plan,
+		Started:       start,
 	}
 	dir, id, lock, err := createCampaignDir(opts.OutDir, c.ID)
 	if err != nil {

@@ -19,6 +19,16 @@
 // once 6× off at p99 here), so percentiles come only from
 // hdrhistogram-go, 1 µs to 60 s at 3 significant figures.
 //
-// Memory is flat however long the run: totals, one per-second histogram
-// and one row per elapsed second; never a record per request.
+// What is counted: a run is a warmup and a measured window in one schedule
+// without a pause (Config.Warmup), and only requests whose intended send
+// time lies in the window count. Each ends as a success (2xx/3xx), a 4xx,
+// a 5xx, a timeout or a connection error; goodput is successes per second
+// of the window. Four histograms: the latency of successes (the headline),
+// a pessimistic one over every request with failures at the timeout, the
+// send lag (how far behind schedule each send left: the generator's own
+// fidelity) and the connection wait (send to httptrace GotConn), with the
+// waits at a full connection cap counted apart (Result.ConnCapBound).
+//
+// Memory is flat however long the run: totals, a few histograms and one
+// row per elapsed second; never a record per request.
 package load

@@ -24,11 +24,11 @@ func TestServe_ShutdownDelayLosesNoRequests(t *testing.T) {
 	for _, tt := range []struct {
 		delay        time.Duration
 		wantFailures bool
-	}{{3 * time.Second, false}, {0, true}} {
+	}{{5 * time.Second, false}, {0, true}} {
 		t.Run(fmt.Sprint("delay=", tt.delay), func(t *testing.T) {
 			const (
 				workers  = 4
-				lag      = 10   // requests each sender still sends after readiness failed
+				lag      = 5    // requests each sender still sends after readiness failed
 				maxSends = 4000 // bound on the whole load
 			)
 			ing, err := New(Options{Seed: 1, DefaultAlgorithm: "round-robin", Logger: slog.New(slog.DiscardHandler)})

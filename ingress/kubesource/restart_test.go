@@ -60,8 +60,10 @@ func (u *updateLog) updates() [][]string {
 	return slices.Clone(u.history)
 }
 
-// childProcess returns the pid of this process's child running exe.
-func childProcess(t *testing.T, exe string) int {
+// childProcess returns the pid of this process's child running exe with
+// arg on its command line (the shared control plane of the other tests runs
+// the same binary).
+func childProcess(t *testing.T, exe, arg string) int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	me := strconv.Itoa(os.Getpid())
@@ -75,12 +77,17 @@ func childProcess(t *testing.T, exe string) int {
 		if len(f) < 2 || f[0] == "Z" || f[1] != me {
 			continue
 		}
-		if got, err := os.Readlink(filepath.Join(p, "exe")); err == nil && got == exe {
+		got, err := os.Readlink(filepath.Join(p, "exe"))
+		if err != nil || got != exe {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err == nil && slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
 			pid, _ := strconv.Atoi(filepath.Base(p))
 			return pid
 		}
 	}
-	t.Fatalf("no child process runs %s", exe)
+	t.Fatalf("no child process runs %s %s", exe, arg)
 	return 0
 }
 
@@ -188,7 +195,7 @@ func TestKubeAPIServerRestart(t *testing.T) {
 
 	// Down (killed, as in a crash; a graceful stop took longer than
 	// envtest's 20 s here): the route set stays and keeps serving.
-	pid := childProcess(t, api.Path)
+	pid := childProcess(t, api.Path, "--cert-dir="+api.CertDir)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill kube-apiserver (pid %d): %v", pid, err)
 	}

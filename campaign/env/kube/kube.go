@@ -114,6 +114,9 @@ func (e *Env) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if p := e.opts.Client.Progress; p != nil && strings.Join(proxy, " ") != strings.Join(e.proxies, " ") {
+		p(fmt.Sprintf("load goes to %s; admin calls to %d ingress replicas", strings.Join(proxy, ", "), len(admin)))
+	}
 	e.proxies = proxy
 	e.admins = e.admins[:0]
 	for _, a := range admin {

@@ -77,3 +77,21 @@ func (p *promEnv) CollectLogs(dir string) error {
 	}
 	return nil
 }
+
+// Died and Exited pass the wrapped environment's process watch through,
+// so --prometheus does not hide a dead backend from the runner.
+func (p *promEnv) Died() <-chan struct{} {
+	if w, ok := p.Environment.(campaign.ProcessWatcher); ok {
+		return w.Died()
+	}
+	return nil // never ready: nothing to watch
+}
+
+func (p *promEnv) Exited() error {
+	if w, ok := p.Environment.(campaign.ProcessWatcher); ok {
+		return w.Exited()
+	}
+	return nil
+}
+
+var _ campaign.ProcessWatcher = (*promEnv)(nil)

@@ -14,9 +14,16 @@
 //	    state-before.json               admin state per ingress replica before the run ([]adminapi.State)
 //	    state-after.json                admin state per ingress replica after the run
 //	    logs/                           process logs
+//	  failed/<NN>-rep<R>-<algorithm>.<n>/  a failed attempt of a run that --resume ran again
+//	  logs/                             every process's whole log, processes.json
+//	  tmp/                              the local env's address files while it runs
+//	  .lock                             flocked by the process running the campaign (holds its pid)
 //
-// Every file is written atomically (temp file, then rename), so an
-// interrupted campaign never leaves a half-written artifact behind.
+// Every file is written atomically and durably (temp file, fsync, rename,
+// fsync of the directory), so a crash or power loss never leaves a
+// half-written or empty artifact behind. The campaign runner removes the
+// temp files a killed writer left (RemoveStaleTemp) when it next takes
+// the lock.
 package artifacts
 
 import (

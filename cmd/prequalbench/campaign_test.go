@@ -33,6 +33,7 @@ func TestCampaignRun_BadInputExits2NamingTheFlag(t *testing.T) {
 		{[]string{"--duration-scale", "0"}, "--duration-scale"},
 		{[]string{"--env", "mars"}, "--env"},
 		{[]string{"--resume", "somewhere", "--reps", "2"}, "drop --reps"},
+		{[]string{"--force"}, "--force: only with --resume"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -234,8 +234,11 @@ func (p *prequal) removeAt(i int, reason int) {
 // control). When Q_RIF is so close to 1 that the nearest rank is the
 // window's last (Q > (k−1)/k), θ is the maximum and replicas tied at it are
 // hot, as the paper describes for Q_RIF = 0.999; otherwise no probe could
-// ever be hot there. A window of one value throughout has no spread to
-// split, and stays cold. At lower Q a θ that happens to equal the maximum
+// ever be hot there. Whether Q is that close to 1 is decided on the full
+// window: in a window still filling (k < 1/(1−Q)) any Q's rank is the last,
+// and the default 0.84 made ties at the maximum of the first few answers
+// hot. A window of one value throughout has no spread to split, and stays
+// cold. At lower Q a θ that happens to equal the maximum
 // keeps "above θ": applying the tie rule there too made a third of the
 // fast replicas hot on the C2 fleet in the simulation and sent 0.5% of
 // picks to the 16x-slow pair (0 without it).
@@ -249,7 +252,7 @@ func (p *prequal) hotThreshold() int32 {
 		r = quantileRank(p.cfg.QRIF, k)
 	}
 	theta := p.rifSorted[r]
-	if r == k-1 && theta > p.rifSorted[0] {
+	if p.fullRank == cap(p.rifSorted)-1 && theta > p.rifSorted[0] {
 		return int32(theta - 1)
 	}
 	return int32(theta)

@@ -734,6 +734,26 @@ func TestPrequal_QRIFEndpoints(t *testing.T) {
 	}
 }
 
+// TestPrequal_QRIFTieRuleNotInAFillingWindow: while the RIF window is still
+// filling, nearest rank puts any Q on the last value; the tie rule (ties at
+// the maximum hot) belongs to Q so close to 1 that its rank in the full
+// window is the last, so at the default Q_RIF the first answers keep "above
+// θ" and latency decides among them.
+func TestPrequal_QRIFTieRuleNotInAFillingWindow(t *testing.T) {
+	ms := time.Millisecond
+	p := newPrequalT(t, 4, nil) // Q_RIF 2^-0.25, window 64
+	fill(p, t0, map[int]ProbeReply{0: known(2, ms), 1: known(2, 2*ms), 2: known(0, 9*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[0].addr {
+		t.Errorf("three answers, default Q_RIF: pick %+v, want the fastest (endpoint 0), cold", pk)
+	}
+	// Q_RIF 0.999 in the same filling window: ties at the maximum are hot.
+	p = newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 0.999 })
+	fill(p, t0, map[int]ProbeReply{0: known(2, ms), 1: known(2, 2*ms), 2: known(0, 9*ms)})
+	if pk := mustPick(t, p, t0, newRNG()); pk.Hot || pk.Endpoint != p.eps[2].addr {
+		t.Errorf("three answers, Q_RIF 0.999: pick %+v, want endpoint 2 (the two at the maximum are hot)", pk)
+	}
+}
+
 // TestPrequal_StaleAnswerNeverReplacesNewer: an answer received before the
 // replica's last one taken in (delivered late by the caller) is dropped and
 // counted, whether or not the newer entry is still in the pool.

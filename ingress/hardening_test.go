@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,5 +242,51 @@ func TestNew_RejectsNegativeTimeouts(t *testing.T) {
 		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "must not be negative") {
 			t.Errorf("New(%+v) = %v", o, err)
 		}
+	}
+}
+
+// FuzzForwardablePath: every accepted path is one the router would not
+// rewrite (no resolving of dot-segments or empty segments), and no separator
+// hides in an escape, so the matched and the forwarded path are the same.
+func FuzzForwardablePath(f *testing.F) {
+	for _, s := range []string{"/app", "/secret/..%2Fapp", "/a/./b", "/a//b", "/a/b/", "/%2e%2e/x", "/a%5cb", "/a\\b", "/x%20y", "/a/..b/c.", "*"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil || !forwardablePath(u) {
+			return
+		}
+		p := u.Path
+		cleaned := path.Clean(p)
+		if strings.HasSuffix(p, "/") && cleaned != "/" {
+			cleaned += "/"
+		}
+		if cleaned != p {
+			t.Fatalf("accepted %q: the router matches %q", target, cleaned)
+		}
+		if strings.ContainsRune(p, '\\') {
+			t.Fatalf("accepted %q with a backslash", target)
+		}
+		escaped := strings.ToLower(u.EscapedPath())
+		if strings.Contains(escaped, "%2f") || strings.Contains(escaped, "%5c") {
+			t.Fatalf("accepted %q: the backend gets an encoded separator in %q", target, u.EscapedPath())
+		}
+	})
+}
+
+func TestLogLimiter_OneLinePerIntervalCountsTheRest(t *testing.T) {
+	var l logLimiter
+	t0 := time.Unix(1000, 0)
+	if ok, n := l.allow(t0); !ok || n != 0 {
+		t.Fatalf("first line: %v %d", ok, n)
+	}
+	for i := range 5 {
+		if ok, _ := l.allow(t0.Add(time.Duration(i) * 100 * time.Millisecond)); ok {
+			t.Fatalf("line %d within the interval let through", i)
+		}
+	}
+	if ok, n := l.allow(t0.Add(logEvery)); !ok || n != 5 {
+		t.Fatalf("after the interval: %v, suppressed %d; want true, 5", ok, n)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
@@ -233,11 +232,14 @@ func TestE2E_SecondResumeIsRefused(t *testing.T) {
 		t.Fatalf("interrupted campaign exited 0\n%s", c.output())
 	}
 
+	processes := func() int {
+		var procs []local.Process
+		_ = artifacts.ReadJSON(filepath.Join(dir, "logs", local.ProcessesFile), &procs)
+		return len(procs)
+	}
+	before := processes()
 	a := startCLI(t, ctx, "--resume", dir)
-	waitFor(t, a, "the first resume's lock", func() bool {
-		b, _ := os.ReadFile(filepath.Join(dir, campaign.LockFile))
-		return strings.TrimSpace(string(b)) == strconv.Itoa(a.cmd.Process.Pid)
-	})
+	waitFor(t, a, "the first resume's processes", func() bool { return processes() > before })
 	b := startCLI(t, ctx, "--resume", dir)
 	err := b.wait(t)
 	if err == nil || !strings.Contains(b.stderr.String(), "in use") || !strings.Contains(b.stderr.String(), "pid "+strconv.Itoa(a.cmd.Process.Pid)) {

@@ -350,3 +350,29 @@ func TestRun_ResumeRemovesStaleTempFiles(t *testing.T) {
 		t.Errorf("stale temp file still there (%v)", err)
 	}
 }
+
+// A refused resume leaves the runs as they were: a failed run stays
+// failed in runs/, not moved aside for a rerun that never happens.
+func TestRun_RefusedResumeTouchesNoRun(t *testing.T) {
+	fe := newFakeEnv(t)
+	fe.failAlgo = "round-robin"
+	v1 := artifacts.Environment{Name: "fake", CPUs: 2, GitRevision: "aaa"}
+	res, err := runEnv(t, context.Background(), &factsEnv{fe, v1}, Options{Scenario: tinyScenario(t), OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := v1
+	v2.GitRevision = "bbb"
+	if _, err := runEnv(t, context.Background(), &factsEnv{newFakeEnv(t), v2}, Options{ResumeDir: res.Dir}); err == nil {
+		t.Fatal("resume on another revision accepted")
+	}
+	for _, r := range res.Runs {
+		var now artifacts.Run
+		if err := artifacts.ReadJSON(filepath.Join(res.Dir, r.Dir, artifacts.RunFile), &now); err != nil || now.Status != r.Status {
+			t.Errorf("run %d after a refused resume: %v, status %q, was %q", r.Index, err, now.Status, r.Status)
+		}
+	}
+	if exists, _ := os.Stat(filepath.Join(res.Dir, FailedDir)); exists != nil {
+		t.Errorf("a refused resume created %s", FailedDir)
+	}
+}

@@ -97,10 +97,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 
-	done, err := finishedRuns(dir, c.Plan, opts.Warn)
-	if err != nil {
-		return nil, err
-	}
 	e, err := opts.Env(dir, s, c.Seed)
 	if err != nil {
 		return res, fmt.Errorf("campaign: environment: %w", err)
@@ -111,6 +107,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return res, fmt.Errorf("campaign: environment setup: %w", err)
 	}
 	if err := startSession(c, e.Facts(), opts.Now().UTC(), opts.Force, opts.Warn); err != nil {
+		return res, err
+	}
+	// Only now, with the session accepted, may a resume touch the runs.
+	done, err := finishedRuns(dir, c.Plan, opts.Warn)
+	if err != nil {
 		return res, err
 	}
 	c.Backends = mergeBackends(c.Backends, e.Backends())

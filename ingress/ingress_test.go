@@ -222,10 +222,13 @@ func TestProxy_ForwardedHeadersAndHost(t *testing.T) {
 		name        string
 		trusted     []netip.Prefix
 		xff, realIP string
+		sendRealIP  bool // else the client sends a longer chain
 	}{
-		{"untrusted peer", nil, "127.0.0.1", "127.0.0.1"},
-		{"other proxies trusted", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "127.0.0.1", "127.0.0.1"},
-		{"trusted peer", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.7, 127.0.0.1", "203.0.113.9"},
+		{"untrusted peer", nil, "127.0.0.1", "127.0.0.1", true},
+		{"other proxies trusted", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "127.0.0.1", "127.0.0.1", true},
+		{"trusted peer", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.7, 127.0.0.1", "203.0.113.9", true},
+		{"trusted peer without X-Real-IP", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")},
+			"203.0.113.7, 10.0.0.1, 127.0.0.1", "203.0.113.7", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,7 +236,11 @@ func TestProxy_ForwardedHeadersAndHost(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodGet, url+"/a", nil)
 			req.Host = "bench.local:8080"
 			req.Header.Set("X-Forwarded-For", "203.0.113.7")
-			req.Header.Set("X-Real-IP", "203.0.113.9")
+			if tt.sendRealIP {
+				req.Header.Set("X-Real-IP", "203.0.113.9")
+			} else {
+				req.Header.Set("X-Forwarded-For", "203.0.113.7, 10.0.0.1")
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

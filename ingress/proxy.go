@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,9 +108,11 @@ func (rs *routeState) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 	switch {
 	case trusted:
-		// Its X-Real-IP names the client; without one, the proxy is it.
-		if _, ok := pr.In.Header["X-Real-Ip"]; !ok && peer != "" {
-			pr.Out.Header["X-Real-Ip"] = []string{peer}
+		// Its X-Real-IP names the client; without one, the client is the
+		// last address of the chain that is not a trusted proxy (nginx's
+		// real_ip_recursive).
+		if _, ok := pr.In.Header["X-Real-Ip"]; !ok {
+			pr.Out.Header["X-Real-Ip"] = []string{rs.ing.clientOf(pr.In.Header.Values("X-Forwarded-For"), peer)}
 		}
 	case peer != "":
 		// Anyone else's claims are replaced by the peer, which is exactly
@@ -119,6 +122,27 @@ func (rs *routeState) rewrite(pr *httputil.ProxyRequest) {
 	default:
 		delete(pr.Out.Header, "X-Real-Ip")
 	}
+}
+
+// clientOf walks an X-Forwarded-For chain (header lines of comma-separated
+// addresses, nearest last) from a trusted peer back to the first address
+// that is not a trusted proxy.
+func (i *Ingress) clientOf(xff []string, peer string) string {
+	client := peer
+	for l := len(xff) - 1; l >= 0; l-- {
+		hops := strings.Split(xff[l], ",")
+		for h := len(hops) - 1; h >= 0; h-- {
+			hop := strings.TrimSpace(hops[h])
+			if hop == "" {
+				continue
+			}
+			client = hop
+			if !i.trusts(hop) {
+				return client
+			}
+		}
+	}
+	return client
 }
 
 // trusts reports whether peer (an IP literal) is a trusted proxy.

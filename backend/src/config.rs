@@ -48,6 +48,9 @@ pub struct Config {
     pub fault_stale_offset: Duration,
     pub work_fault: WorkFault,
     pub latency_window: Duration,
+    /// With latency_window 0: at RIF 0, samples older than this do not
+    /// count (ZERO: off). See estimator.rs.
+    pub latency_idle_max_age: Duration,
     pub seed: u64,
     /// From a request's first byte to its last (else 408 and close).
     pub request_timeout: Duration,
@@ -79,6 +82,7 @@ impl Default for Config {
             fault_stale_offset: Duration::from_secs(10),
             work_fault: WorkFault::None,
             latency_window: Duration::ZERO,
+            latency_idle_max_age: Duration::ZERO,
             seed: 0,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
@@ -147,6 +151,10 @@ pub const FLAGS: &[(&str, &str)] = &[
     (
         "latency-window",
         "DUR  0 (default): the last 16 latency samples per RIF count, however old (the paper's \"recent\"); > 0: only samples younger than this",
+    ),
+    (
+        "latency-idle-max-age",
+        "DUR  with --latency-window 0: while idle (RIF 0), samples older than this do not count, so a replica avoided since a slow spell is explored again (default 0: off)",
     ),
     ("seed", "N  random seed (default from the clock)"),
     (
@@ -373,6 +381,7 @@ fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
             }
         }
         "latency-window" => cfg.latency_window = parse_duration(v)?,
+        "latency-idle-max-age" => cfg.latency_idle_max_age = parse_duration(v)?,
         "seed" => cfg.seed = int(v, "a non-negative integer")?,
         "request-timeout" => cfg.request_timeout = positive(v)?,
         "idle-timeout" => cfg.idle_timeout = positive(v)?,
@@ -455,6 +464,8 @@ mod tests {
                 "hang",
                 "--latency-window",
                 "250ms",
+                "--latency-idle-max-age",
+                "30s",
                 "--seed",
                 "99",
                 "--request-timeout",
@@ -487,6 +498,7 @@ mod tests {
         assert_eq!(c.fault_stale_offset, Duration::from_secs(60));
         assert_eq!(c.work_fault, WorkFault::Hang);
         assert_eq!(c.latency_window, Duration::from_millis(250));
+        assert_eq!(c.latency_idle_max_age, Duration::from_secs(30));
         assert_eq!(c.seed, 99);
         assert_eq!(c.request_timeout, Duration::from_secs(2));
         assert_eq!(c.idle_timeout, Duration::from_millis(300));
@@ -535,6 +547,7 @@ mod tests {
             ("fault-stale-offset", "1", "unit"),
             ("work-fault", "slow", "none, fail_fast, hang"),
             ("latency-window", "1", "unit"),
+            ("latency-idle-max-age", "soon", "want e.g. 20ms"),
             ("seed", "abc", "non-negative integer"),
             ("request-timeout", "0", "positive"),
             ("idle-timeout", "10", "unit"),
@@ -588,6 +601,7 @@ mod tests {
         assert_eq!(c.slow, 3.0);
         assert_eq!(c.concurrency, 9);
         assert_eq!(c.latency_window, Duration::from_secs(2));
+        assert_eq!(c.latency_idle_max_age, Duration::ZERO);
         assert_eq!(c.antagonists.len(), 2);
         // A flag replaces the environment's schedules instead of adding to them.
         let c = run(

@@ -105,7 +105,10 @@ impl App {
             gate: Gate::new(capacity, cfg.queue_limit),
             rif: AtomicU64::new(0),
             served: AtomicU64::new(0),
-            estimator: Mutex::new(Estimator::new(cfg.latency_window.as_nanos() as u64)),
+            estimator: Mutex::new(
+                Estimator::new(cfg.latency_window.as_nanos() as u64)
+                    .with_idle_max_age(cfg.latency_idle_max_age.as_nanos() as u64),
+            ),
             rng: Mutex::new(Rng::new(cfg.seed)),
             start: Instant::now(),
             shutdown: AtomicBool::new(false),

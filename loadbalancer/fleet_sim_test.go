@@ -46,7 +46,10 @@ func (r *fleetReplica) rif() int { return len(r.serving) + len(r.queue) }
 // samples of each RIF without a time cutoff. oracle answers what an arrival
 // now would see (service × queue position), for comparison.
 type fleetEstimator struct {
-	window     time.Duration
+	window time.Duration
+	// idleMaxAge > 0 (window 0 only): at RIF 0 samples older than it do
+	// not count, as the backend's --latency-idle-max-age.
+	idleMaxAge time.Duration
 	perRIF     int
 	minSamples int
 	oracle     bool
@@ -81,10 +84,14 @@ func (e *fleetEstimator) estimate(r *fleetReplica, now time.Time, scratch []time
 		return l, true, scratch
 	}
 	vals := scratch[:0]
+	window := e.window
+	if e.window == 0 && r.rif() == 0 && e.idleMaxAge > 0 {
+		window = e.idleMaxAge
+	}
 	take := func(rif int) {
 		s := e.byRIF[rif]
 		for i := len(s) - 1; i >= 0; i-- {
-			if e.window > 0 && now.Sub(s[i].at) > e.window {
+			if window > 0 && now.Sub(s[i].at) > window {
 				break
 			}
 			vals = append(vals, s[i].lat)

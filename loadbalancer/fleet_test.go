@@ -136,3 +136,47 @@ func TestPrequal_NoCollapseWhenNFarAboveM(t *testing.T) {
 		t.Errorf("prequal p99 %v, least-request %v: want within 10%%", pq.p99, lr.p99)
 	}
 }
+
+// TestPrequal_IdleMaxAgeEndsStarvation: with the estimate by count and no
+// age limit, a slow replica whose last samples near RIF 0 came out high is
+// avoided by every client and never gets the samples that would clear it
+// (in the 48-replica capacity fleet 2-3 slow replicas got no pick in a
+// minute). With the backend's idle max age (30 s) such a replica answers
+// "unknown" once its samples are that old, one exploratory request decides
+// again, and every replica is picked; on C2 the 16x-slow pair pays only the
+// explorations (< 0.05% of picks, p99.9 <= 60 ms).
+func TestPrequal_IdleMaxAgeEndsStarvation(t *testing.T) {
+	const idle = 30 * time.Second
+	capped := func() fleetEstimator { return fleetEstimator{perRIF: 16, minSamples: 5, idleMaxAge: idle} }
+	const n, mean = 48, 50 * time.Millisecond
+	reps := halfSlowFleet(n, 2, mean, capped)
+	r := runFleet(t, fleetSetup{
+		clients: 3, rps: 0.8 * halfSlowCapacity(n, 2, mean), dur: 45 * time.Second, warmup: 3 * time.Second,
+		probeDelay: time.Millisecond, seed: 1,
+		newPolicy: policyMaker(t, NamePrequal, nil), replicas: reps,
+	})
+	t.Logf("48 replicas, idle max age %v: %v; picks %v", idle, r, r.picks)
+	for i, c := range r.picks {
+		if c == 0 {
+			t.Errorf("replica %d (group %d) got no pick in the window: starved", i, reps()[i].group)
+		}
+	}
+	for _, clients := range []int{1, 4} {
+		r := runFleet(t, fleetSetup{
+			clients: clients, rps: 500, dur: 45 * time.Second, warmup: 2 * time.Second, probeDelay: time.Millisecond, seed: 1,
+			newPolicy: policyMaker(t, NamePrequal, nil), replicas: c2Fleet(capped),
+		})
+		var all uint64
+		for _, c := range r.picks {
+			all += c
+		}
+		slow := r.picks[14] + r.picks[15]
+		t.Logf("C2, %d client(s), idle max age %v: slow pair %d of %d picks; %v", clients, idle, slow, all, r)
+		if slow*2000 > all {
+			t.Errorf("C2, %d client(s): slow pair got %d of %d picks, want < 0.05%%", clients, slow, all)
+		}
+		if r.p999 > 60*time.Millisecond {
+			t.Errorf("C2, %d client(s): p99.9 %v, want <= 60 ms", clients, r.p999)
+		}
+	}
+}

@@ -147,21 +147,33 @@ func (d *display) CampaignEnd() {
 	}
 }
 
-// runLine is the one-line account of a finished run.
+// runLine is the one-line account of a finished run: goodput against the
+// target, error rate, success latency, the generator's send lag and the
+// run's own validity verdict (its first reason when invalid).
 func runLine(r artifacts.Run, total int) string {
 	head := fmt.Sprintf("[%02d/%02d] rep%d %-14s", r.Index, total, r.Rep, r.Algorithm)
 	if r.Status != artifacts.StatusOK {
 		return fmt.Sprintf("%s FAILED: %s", head, r.Error)
 	}
 	l := r.Load
-	errRate := 0.0
-	if l.Sent > 0 {
-		errRate = float64(l.Errors) / float64(l.Sent)
+	goodput := fmt.Sprintf("goodput %7.1f rps", l.Goodput)
+	if l.TargetRate > 0 {
+		goodput = fmt.Sprintf("goodput %7.1f/%.1f rps", l.Goodput, l.TargetRate)
+	}
+	validity := "valid"
+	if !r.Validity.Valid {
+		validity = "INVALID"
+		if len(r.Validity.Reasons) > 0 {
+			validity += ": " + r.Validity.Reasons[0]
+			if more := len(r.Validity.Reasons) - 1; more > 0 {
+				validity += fmt.Sprintf(" (+%d more)", more)
+			}
+		}
 	}
 	reset := "reset ok"
 	if !r.ResetVerified {
 		reset = "RESET NOT VERIFIED"
 	}
-	return fmt.Sprintf("%s ok  p50 %7.1f ms  p99 %7.1f ms  p99.9 %7.1f ms  %7.1f rps  err %5.2f%%  late %d  %s",
-		head, l.P50, l.P99, l.P999, l.AchievedRate, 100*errRate, l.LateSends, reset)
+	return fmt.Sprintf("%s ok  %s  err %5.2f%%  success p50 %7.1f p99 %7.1f p99.9 %7.1f ms  lag p99 %5.2f ms  %s  %s",
+		head, goodput, 100*errorRate(l), l.P50, l.P99, l.P999, l.SendLag.P99, reset, validity)
 }

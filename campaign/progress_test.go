@@ -18,7 +18,9 @@ func progressRun(p Progress) {
 		p.Second()
 	}
 	p.RunEnd(artifacts.Run{PlannedRun: pr, Status: artifacts.StatusOK, ResetVerified: true,
-		Load: artifacts.LoadResult{P50: 1, P99: 2, P999: 3, AchievedRate: 100, Sent: 200, Errors: 2}})
+		Load: artifacts.LoadResult{P50: 1, P99: 2, P999: 3, Goodput: 99, TargetRate: 100, Sent: 200, Errors: 2,
+			LateSends: 17, SendLag: artifacts.Percentiles{P99: 0.4}},
+		Validity: artifacts.Validity{Valid: true}})
 	p.RunStart(artifacts.PlannedRun{Index: 3, Rep: 2, Algorithm: "round-robin"}, 0, time.Second)
 	p.RunEnd(artifacts.Run{PlannedRun: artifacts.PlannedRun{Index: 3, Rep: 2, Algorithm: "round-robin"}, Status: artifacts.StatusFailed, Error: "boom"})
 	p.CampaignEnd()
@@ -31,8 +33,14 @@ func TestProgress_PlainIsOneLinePerRun(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want a header and one line per run, got:\n%s", b.String())
 	}
-	if !strings.Contains(lines[1], "[02/03] rep1 prequal") || !strings.Contains(lines[1], "err  1.00%") || !strings.Contains(lines[1], "ETA 10s") {
-		t.Errorf("run line %q", lines[1])
+	for _, want := range []string{"[02/03] rep1 prequal", "goodput    99.0/100.0 rps", "err  1.00%", "lag p99  0.40 ms", "valid", "ETA 10s"} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("run line %q lacks %q", lines[1], want)
+		}
+	}
+	// The > 1 ms late count is timer noise, not a measure: it stays out.
+	if strings.Contains(lines[1], "late") || strings.Contains(lines[1], "17") {
+		t.Errorf("run line %q shows the late-send count", lines[1])
 	}
 	if !strings.Contains(lines[2], "FAILED: boom") || !strings.Contains(lines[2], "ETA 0s") {
 		t.Errorf("failed run line %q", lines[2])

@@ -279,22 +279,3 @@ func TestRun_SequentialOrderWarns(t *testing.T) {
 		t.Errorf("warnings = %q", warn.String())
 	}
 }
-
-func TestSummarize_MediansAcrossReps(t *testing.T) {
-	mk := func(algo string, p99 float64, status string) artifacts.Run {
-		return artifacts.Run{PlannedRun: artifacts.PlannedRun{Algorithm: algo}, Status: status,
-			Load: artifacts.LoadResult{P99: p99, Sent: 100, Errors: 1, AchievedRate: 50}}
-	}
-	runs := []artifacts.Run{mk("a", 10, "ok"), mk("a", 30, "ok"), mk("a", 20, "ok"), mk("b", 5, "ok"), mk("b", 7, "ok"), mk("b", 0, "failed")}
-	got := Summarize([]string{"a", "b"}, runs)
-	if got[0].P99 != 20 || got[1].P99 != 6 || got[1].Failed != 1 || got[0].ErrorRate != 0.01 {
-		t.Errorf("Summarize = %+v", got)
-	}
-	var b strings.Builder
-	if err := WriteSummary(&b, got); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "2 (1 failed)") {
-		t.Errorf("table lacks the failed count:\n%s", b.String())
-	}
-}

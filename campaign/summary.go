@@ -2,31 +2,41 @@ package campaign
 
 import (
 	"fmt"
-	"github.com/prequalbench/prequalbench/reports/stats"
 	"io"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports/stats"
 )
 
-// AlgorithmSummary is the median over the successful reps of one algorithm.
+// AlgorithmSummary is the median over the valid runs of one algorithm, as
+// the report's headline takes it: goodput, error rate, success latency
+// and the generator's send lag. When no run of the algorithm is valid the
+// medians are of its successful (but invalid) runs and FromInvalid is set,
+// so the table can say so instead of hiding the numbers.
 type AlgorithmSummary struct {
-	Algorithm  string
-	OK, Failed int
-	P50, P99   float64 // ms
-	P999       float64 // ms
-	Throughput float64 // completed requests per second
-	ErrorRate  float64 // errors / sent
+	Algorithm string
+	// OK counts the runs that finished, Valid those of them whose own
+	// check passed (artifacts.Validity), Failed those that did not finish.
+	OK, Valid, Failed int
+	FromInvalid       bool
+	TargetRate        float64 // offered rps (open loop); 0 for closed loop
+	Goodput           float64 // successes per second of the window
+	ErrorRate         float64 // failures of every class / sent
+	P50, P99, P999    float64 // success latency, ms
+	SendLagP99        float64 // ms
 }
 
 // Summarize groups runs by algorithm, in the order of algorithms, and takes
-// the median of each figure over the algorithm's successful runs.
+// the median of each figure over the algorithm's valid runs (over its
+// successful runs when none is valid).
 func Summarize(algorithms []string, runs []artifacts.Run) []AlgorithmSummary {
 	out := make([]AlgorithmSummary, 0, len(algorithms))
 	for _, a := range algorithms {
 		s := AlgorithmSummary{Algorithm: a}
-		var p50, p99, p999, thr, errRate []float64
+		var ok, valid []artifacts.LoadResult
 		for _, r := range runs {
 			if r.Algorithm != a {
 				continue
@@ -35,53 +45,87 @@ func Summarize(algorithms []string, runs []artifacts.Run) []AlgorithmSummary {
 				s.Failed++
 				continue
 			}
-			s.OK++
-			l := r.Load
-			p50 = append(p50, l.P50)
-			p99 = append(p99, l.P99)
-			p999 = append(p999, l.P999)
-			thr = append(thr, l.AchievedRate)
-			e := 0.0
-			if l.Sent > 0 {
-				e = float64(l.Errors) / float64(l.Sent)
+			ok = append(ok, r.Load)
+			if r.Validity.Valid {
+				valid = append(valid, r.Load)
 			}
-			errRate = append(errRate, e)
 		}
-		s.P50, s.P99, s.P999 = median(p50), median(p99), median(p999)
-		s.Throughput, s.ErrorRate = median(thr), median(errRate)
+		s.OK, s.Valid = len(ok), len(valid)
+		use := valid
+		if len(valid) == 0 && len(ok) > 0 {
+			use, s.FromInvalid = ok, true
+		}
+		s.TargetRate = medianOf(use, func(l artifacts.LoadResult) float64 { return l.TargetRate })
+		s.Goodput = medianOf(use, func(l artifacts.LoadResult) float64 { return l.Goodput })
+		s.ErrorRate = medianOf(use, errorRate)
+		s.P50 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.P50 })
+		s.P99 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.P99 })
+		s.P999 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.P999 })
+		s.SendLagP99 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.SendLag.P99 })
 		out = append(out, s)
 	}
 	return out
 }
 
-// median of xs, as the report computes it; 0 for none (no run succeeded).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
+// errorRate is every failure class over all requests sent (0 when none
+// was sent).
+func errorRate(l artifacts.LoadResult) float64 {
+	if l.Sent == 0 {
 		return 0
+	}
+	return float64(l.Errors) / float64(l.Sent)
+}
+
+// medianOf is the median of f over runs, as the report computes it; 0 for
+// no runs.
+func medianOf(runs []artifacts.LoadResult, f func(artifacts.LoadResult) float64) float64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(runs))
+	for i, l := range runs {
+		xs[i] = f(l)
 	}
 	return stats.Median(xs)
 }
 
-// WriteSummary prints the per-algorithm table.
+// WriteSummary prints the per-algorithm table: goodput (of the target),
+// error rate, success latency and send lag, medians over the valid runs.
 func WriteSummary(w io.Writer, sums []AlgorithmSummary) error {
 	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
-	t.Header("algorithm", "runs ok", "p50 ms", "p99 ms", "p99.9 ms", "throughput rps", "errors")
+	t.Header("algorithm", "runs ok / valid", "goodput rps", "errors", "p50 ms", "p99 ms", "p99.9 ms", "send lag p99 ms")
+	fromInvalid := false
 	for _, s := range sums {
-		runs := fmt.Sprintf("%d", s.OK)
+		runs := fmt.Sprintf("%d / %d", s.OK, s.Valid)
 		if s.Failed > 0 {
-			runs = fmt.Sprintf("%d (%d failed)", s.OK, s.Failed)
+			runs += fmt.Sprintf(" (%d failed)", s.Failed)
 		}
 		if s.OK == 0 {
-			if err := t.Append(s.Algorithm, runs, "-", "-", "-", "-", "-"); err != nil {
+			if err := t.Append(s.Algorithm, runs, "-", "-", "-", "-", "-", "-"); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := t.Append(s.Algorithm, runs,
+		goodput := fmt.Sprintf("%.1f", s.Goodput)
+		if s.TargetRate > 0 {
+			goodput = fmt.Sprintf("%.1f of %.1f", s.Goodput, s.TargetRate)
+		}
+		if s.FromInvalid {
+			runs += " *"
+			fromInvalid = true
+		}
+		if err := t.Append(s.Algorithm, runs, goodput, fmt.Sprintf("%.2f%%", 100*s.ErrorRate),
 			fmt.Sprintf("%.1f", s.P50), fmt.Sprintf("%.1f", s.P99), fmt.Sprintf("%.1f", s.P999),
-			fmt.Sprintf("%.1f", s.Throughput), fmt.Sprintf("%.2f%%", 100*s.ErrorRate)); err != nil {
+			fmt.Sprintf("%.2f", s.SendLagP99)); err != nil {
 			return err
 		}
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "medians over the valid runs; latency of successes, from the intended send")
+	if fromInvalid {
+		fmt.Fprintln(w, "* no valid run: medians of invalid runs, which measured the host or the generator (see REPORT.md, Validity)")
+	}
+	return nil
 }

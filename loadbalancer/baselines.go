@@ -1,6 +1,7 @@
 package loadbalancer
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -12,8 +13,8 @@ type probeless struct{ base }
 
 func (p *probeless) SetEndpoints(_ time.Time, endpoints []string) { p.setEndpoints(endpoints) }
 
-func (p *probeless) Done(_ time.Time, pk Picked, _ time.Duration, status int) {
-	p.done(pk, status)
+func (p *probeless) Done(now time.Time, pk Picked, _ time.Duration, status int) {
+	p.done(now, pk, status)
 }
 
 func (p *probeless) ProbesDue(_ time.Time, _ *rand.Rand, dst []string) []string { return dst }
@@ -50,15 +51,26 @@ func newRoundRobin() *roundRobin {
 	return &roundRobin{probeless: probeless{newBase(NameRoundRobin)}}
 }
 
-func (r *roundRobin) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+func (r *roundRobin) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	n := len(r.eps)
 	if n == 0 {
 		return Picked{}, ErrNoEndpoints
 	}
+	r.see(now)
 	if !r.started {
 		r.next, r.started = rng.IntN(n), true
 	}
 	i := r.next % n
+	// Skip averse endpoints while a healthy one is left in the cycle.
+	if r.averse(i) {
+		for k := 1; k < n; k++ {
+			if j := (i + k) % n; !r.averse(j) {
+				r.aversions++
+				i = j
+				break
+			}
+		}
+	}
 	r.next = (i + 1) % n
 	return r.pick(i), nil
 }
@@ -79,14 +91,24 @@ func newLeastRequest() *leastRequest {
 	return &leastRequest{probeless{newBase(NameLeastRequest)}}
 }
 
-func (l *leastRequest) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	if len(l.eps) == 0 {
 		return Picked{}, ErrNoEndpoints
 	}
+	l.see(now)
+	// Averse endpoints take part only when every endpoint is averse; a
+	// pick counts as an aversion when an averse one was at least as idle
+	// as the chosen.
+	healthy := l.healthyCount()
+	eligible := func(i int) bool { return healthy == 0 || !l.averse(i) }
 	// Two passes, one random draw: the fewest in flight and how many tie,
 	// then the chosen one among the ties.
-	least, ties := l.eps[0].inFlight, 0
+	least, ties, averseLeast := math.MaxInt, 0, math.MaxInt
 	for i := range l.eps {
+		if !eligible(i) {
+			averseLeast = min(averseLeast, l.eps[i].inFlight)
+			continue
+		}
 		switch f := l.eps[i].inFlight; {
 		case f < least:
 			least, ties = f, 1
@@ -94,12 +116,15 @@ func (l *leastRequest) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
 			ties++
 		}
 	}
+	if averseLeast <= least {
+		l.aversions++
+	}
 	n := 0
 	if ties > 1 {
 		n = rng.IntN(ties)
 	}
 	for i := range l.eps {
-		if l.eps[i].inFlight == least {
+		if eligible(i) && l.eps[i].inFlight == least {
 			if n == 0 {
 				return l.pick(i), nil
 			}
@@ -118,10 +143,15 @@ var _ Policy = (*p2c)(nil)
 
 func newP2C() *p2c { return &p2c{probeless{newBase(NameP2C)}} }
 
-func (p *p2c) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	a, b, err := twoDistinct(len(p.eps), rng)
 	if err != nil {
 		return Picked{}, err
+	}
+	p.see(now)
+	if w, decided := p.preferHealthy(a, b); decided {
+		p.aversions++
+		return p.pick(w), nil
 	}
 	fa, fb := p.eps[a].inFlight, p.eps[b].inFlight
 	if fb < fa || (fb == fa && rng.IntN(2) == 0) {
@@ -154,9 +184,18 @@ var _ Policy = (*random)(nil)
 
 func newRandom() *random { return &random{probeless{newBase(NameRandom)}} }
 
-func (r *random) Pick(_ time.Time, rng *rand.Rand) (Picked, error) {
+func (r *random) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	if len(r.eps) == 0 {
 		return Picked{}, ErrNoEndpoints
 	}
-	return r.pick(rng.IntN(len(r.eps))), nil
+	r.see(now)
+	i := rng.IntN(len(r.eps))
+	if r.averse(i) {
+		// Draw again among the healthy, uniformly, if there are any.
+		if h := r.healthyCount(); h > 0 {
+			r.aversions++
+			i = r.nthHealthy(rng.IntN(h))
+		}
+	}
+	return r.pick(i), nil
 }

@@ -1,11 +1,14 @@
 package loadbalancer
 
+import "time"
+
 // endpoint is the state every policy keeps per endpoint.
 type endpoint struct {
 	addr     string
 	picks    uint64
 	inFlight int
 	errors   uint64
+	health   errorRate // recent outcomes, for error aversion
 }
 
 // Pool removal reasons, indexes into base.removals.
@@ -26,7 +29,10 @@ type base struct {
 	name   string
 	eps    []endpoint
 	byAddr map[string]int
-	gen    uint64 // bumped by every SetEndpoints
+	gen    uint64    // bumped by every SetEndpoints
+	now    time.Time // the latest time a call brought; aversion is judged at it
+
+	aversions uint64 // picks that passed over an averse endpoint
 
 	picks, fallbacks, hotPicks, coldPicks, probesPlanned uint64
 	outcomes                                             [len(outcomeIndex)]uint64
@@ -97,7 +103,8 @@ func (b *base) lookup(p Picked) (int, bool) {
 
 // done settles a finished request and returns its endpoint's index, or -1
 // when the endpoint has left the set.
-func (b *base) done(p Picked, status int) int {
+func (b *base) done(now time.Time, p Picked, status int) int {
+	b.see(now)
 	i, ok := b.lookup(p)
 	if !ok {
 		return -1
@@ -108,9 +115,10 @@ func (b *base) done(p Picked, status int) int {
 	if e.inFlight > 0 {
 		e.inFlight--
 	}
-	if status == 0 || status >= 500 {
+	if failed(status) {
 		e.errors++
 	}
+	e.health.observe(now, status)
 	return i
 }
 
@@ -122,7 +130,9 @@ func (b *base) resetCounters() {
 	for i := range b.eps {
 		b.eps[i].picks = 0
 		b.eps[i].errors = 0
+		b.eps[i].health = errorRate{}
 	}
+	b.aversions = 0
 	b.picks, b.fallbacks, b.hotPicks, b.coldPicks, b.probesPlanned = 0, 0, 0, 0, 0
 	b.outcomes = [len(outcomeIndex)]uint64{}
 	b.removals = [numRemovalReasons]uint64{}
@@ -138,12 +148,13 @@ func (b *base) stats(poolSize int) Stats {
 		HotPicks:      b.hotPicks,
 		ColdPicks:     b.coldPicks,
 		ProbesPlanned: b.probesPlanned,
+		Aversions:     b.aversions,
 		ProbeOutcomes: make(map[ProbeOutcome]uint64, len(outcomeIndex)),
 		PoolSize:      poolSize,
 		PoolRemovals:  make(map[string]uint64, numRemovalReasons),
 	}
 	for i, e := range b.eps {
-		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: e.inFlight, Errors: e.errors}
+		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: e.inFlight, Errors: e.errors, Averse: e.health.averse(b.now)}
 	}
 	for i, o := range outcomeIndex {
 		if i < len(outcomeIndex)-1 || b.outcomes[i] > 0 {

@@ -63,6 +63,11 @@ func (p *peakEWMA) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	if err != nil {
 		return Picked{}, err
 	}
+	p.see(now)
+	if w, decided := p.preferHealthy(a, b); decided {
+		p.aversions++
+		return p.pick(w), nil
+	}
 	ca, cb := p.cost(a, now), p.cost(b, now)
 	if cb < ca || (cb == ca && rng.IntN(2) == 0) {
 		a = b
@@ -70,16 +75,24 @@ func (p *peakEWMA) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	return p.pick(a), nil
 }
 
-// Done feeds the request's latency into the estimate, failures included: a
-// timeout is slow and should cost; a fast failure looks fast, as it does in
-// Linkerd.
+// Done feeds the request's latency into the estimate. A failure must not
+// look fast (Linkerd learns a 1 ms latency from a fail-fast 500 and sends
+// the replica more): it counts as at least the endpoint's estimate and at
+// least DefaultRTT, so it never lowers the estimate. (Doubling it instead
+// kept a healed replica out for good.) Error aversion does the avoiding.
 func (p *peakEWMA) Done(now time.Time, pk Picked, latency time.Duration, status int) {
-	i := p.done(pk, status)
+	i := p.done(now, pk, status)
 	if i < 0 {
 		return
 	}
 	sample := float64(max(latency, 0))
 	e := &p.rtt[i]
+	if failed(status) {
+		sample = max(sample, float64(p.cfg.DefaultRTT))
+		if e.observed {
+			sample = max(sample, e.ns)
+		}
+	}
 	switch {
 	case !e.observed:
 		e.ns = sample

@@ -115,6 +115,9 @@ type Stats struct {
 	// those that chose the coldest-fastest probe.
 	HotPicks  uint64 `json:"hot_picks"`
 	ColdPicks uint64 `json:"cold_picks"`
+	// Aversions counts picks that passed over an endpoint whose recent
+	// error rate is above AversionThreshold (see erroraversion.go).
+	Aversions uint64 `json:"error_aversions"`
 	// ProbesPlanned counts probes handed out by ProbesDue.
 	ProbesPlanned uint64 `json:"probes_planned"`
 	// ProbeOutcomes counts probe results and failures by outcome: every
@@ -141,4 +144,7 @@ type EndpointStats struct {
 	InFlight int    `json:"in_flight"`
 	// Errors counts finished requests with status 0 or >= 500.
 	Errors uint64 `json:"errors"`
+	// Averse is true while the endpoint's recent error rate makes the
+	// policy avoid it.
+	Averse bool `json:"averse,omitempty"`
 }

@@ -302,9 +302,16 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	}
 	p.oweProbes(now)
 	p.expire(p.clock(now))
+	p.see(now)
 	if len(p.pool) < p.cfg.MinProbes {
 		p.fallbacks++
 		i := rng.IntN(n)
+		if p.averse(i) {
+			if h := p.healthyCount(); h > 0 {
+				p.aversions++
+				i = p.nthHealthy(rng.IntN(h))
+			}
+		}
 		pk := p.pick(i)
 		pk.Fallback = true
 		p.markExploring(i, &pk)
@@ -347,11 +354,14 @@ const (
 	catCold             // cold with known latency; ranked by latency
 	catUnknown          // cold with unknown latency; ranked by RIF
 	catExploring        // unknown and already explored by a request in flight; a last resort
+	catAverse           // recent error rate above AversionThreshold: "hot" below every other; ranked by RIF
 	numCats
 )
 
 func (p *prequal) category(e *probeEntry, thr int32) int {
 	switch {
+	case p.averse(int(e.ep)):
+		return catAverse
 	case !e.known && p.replicas[e.ep].exploring:
 		return catExploring
 	case e.rif > thr:
@@ -386,6 +396,9 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 			ties[c]++
 		}
 	}
+	if ties[catAverse] > 0 && ties[catAverse] < len(p.pool) {
+		p.aversions++ // an averse replica in the pool loses to the others
+	}
 	switch {
 	case ties[catCold] > 0:
 		c := p.nthTie(catCold, thr, best[catCold], ties[catCold], rng)
@@ -397,8 +410,10 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 		return p.nthTie(catUnknown, thr, best[catUnknown], ties[catUnknown], rng), false
 	case ties[catHot] > 0:
 		return p.nthTie(catHot, thr, best[catHot], ties[catHot], rng), true
+	case ties[catExploring] > 0:
+		return p.nthTie(catExploring, thr, best[catExploring], ties[catExploring], rng), false
 	}
-	return p.nthTie(catExploring, thr, best[catExploring], ties[catExploring], rng), false
+	return p.nthTie(catAverse, thr, best[catAverse], ties[catAverse], rng), true
 }
 
 // nthTie returns a uniformly random one of the ties entries of category cat
@@ -511,8 +526,8 @@ func (p *prequal) markExploring(i int, pk *Picked) {
 	}
 }
 
-func (p *prequal) Done(_ time.Time, pk Picked, _ time.Duration, status int) {
-	if i := p.done(pk, status); i >= 0 && pk.explore {
+func (p *prequal) Done(now time.Time, pk Picked, _ time.Duration, status int) {
+	if i := p.done(now, pk, status); i >= 0 && pk.explore {
 		p.replicas[i].exploring = false
 	}
 }

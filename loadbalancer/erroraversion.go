@@ -1,0 +1,176 @@
+package loadbalancer
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Error aversion: a replica that fails fast (an instant 500, a refused
+// connection) finishes its requests quickly and so looks idle and fast to
+// every policy that reads in-flight counts or latency; without aversion it
+// becomes a sinkhole that draws most of the traffic (least-request sent 78%
+// of requests to 1 of 4 replicas on fail_fast). Every policy therefore keeps
+// a recent error rate per endpoint and avoids endpoints above a threshold
+// while a healthy alternative exists.
+//
+// The rate is a pair of counts, failures and outcomes, that decay with time
+// constant AversionDecay. An endpoint is averse while its decayed outcome
+// count is above AversionMinSamples − 1 (so that AversionMinSamples outcomes
+// in quick succession suffice) and the failure share is above
+// AversionThreshold. Decay is what lets an avoided endpoint back in: it gets
+// no traffic, its count falls below the minimum sample, it is tried again,
+// and one more failure makes it averse again. A fail-fast replica so gets
+// about one request per ln(5/4)·AversionDecay ≈ 0.45 s per policy instance.
+const (
+	// AversionThreshold is the failure share above which an endpoint is
+	// avoided.
+	AversionThreshold = 0.25
+	// AversionMinSamples is the fewest (decayed) outcomes that can make an
+	// endpoint averse: one early failure is no evidence.
+	AversionMinSamples = 5
+	// AversionDecay is the time constant of the outcome counts.
+	AversionDecay = 2 * time.Second
+)
+
+// errorRate is an endpoint's decayed failure and outcome counts.
+type errorRate struct {
+	fails, total float64
+	at           time.Time // when the counts were last brought up to date
+	// averseUntil is when the decayed total falls below the minimum
+	// sample; the endpoint is averse before it. Precomputed at each
+	// outcome so that a pick only compares times.
+	averseUntil time.Time
+}
+
+// failed reports whether status counts against the endpoint: no response
+// (0) or a 5xx. 499 (the client went away, or a retry handed a pick back) is
+// not the endpoint's doing and counts neither way.
+func failed(status int) bool { return status == 0 || status >= 500 }
+
+// observe adds one outcome at now.
+func (r *errorRate) observe(now time.Time, status int) {
+	if status == 499 {
+		return
+	}
+	if dt := now.Sub(r.at); dt > 0 && r.total > 0 {
+		w := math.Exp(-float64(dt) / float64(AversionDecay))
+		r.fails *= w
+		r.total *= w
+	}
+	if now.After(r.at) {
+		r.at = now
+	}
+	r.total++
+	if failed(status) {
+		r.fails++
+	}
+	r.averseUntil = time.Time{}
+	if floor := AversionMinSamples - 1.0; r.total > floor && r.fails > AversionThreshold*r.total {
+		// total·e^(−t/τ) > floor  ⇔  t < τ·ln(total/floor)
+		d := float64(AversionDecay) * math.Log(r.total/floor)
+		r.averseUntil = r.at.Add(time.Duration(d) + 1)
+	}
+}
+
+// averse reports whether the endpoint is to be avoided at now.
+func (r *errorRate) averse(now time.Time) bool { return now.Before(r.averseUntil) }
+
+// averse reports whether endpoint i is to be avoided at the time of the
+// call in progress (b.now).
+func (b *base) averse(i int) bool { return b.eps[i].health.averse(b.now) }
+
+// see advances the policy's notion of the current time (for Stats, which
+// has no time argument); calls may arrive slightly out of order.
+func (b *base) see(now time.Time) {
+	if now.After(b.now) {
+		b.now = now
+	}
+}
+
+// healthyCount counts the endpoints that are not averse.
+func (b *base) healthyCount() int {
+	n := 0
+	for i := range b.eps {
+		if !b.averse(i) {
+			n++
+		}
+	}
+	return n
+}
+
+// nthHealthy returns the index of the k-th (from 0) endpoint that is not
+// averse.
+func (b *base) nthHealthy(k int) int {
+	for i := range b.eps {
+		if !b.averse(i) {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	panic("loadbalancer: healthy endpoint count out of step")
+}
+
+// preferHealthy returns whichever of two candidates is not averse when
+// exactly one is, and whether that decided the pick (counted as an
+// aversion); otherwise it returns a and false, leaving the choice to the
+// policy's own rule.
+func (b *base) preferHealthy(a, c int) (int, bool) {
+	switch aa, ca := b.averse(a), b.averse(c); {
+	case aa && !ca:
+		return c, true
+	case ca && !aa:
+		return a, true
+	}
+	return -1, false
+}
+
+// PickOther picks an endpoint other than avoid, uniformly among the
+// endpoints that are not averse (among all others when every one is), for a
+// retry after avoid failed: asking the policy again would often give the
+// same endpoint (least-request: the just-released idle one). The pick is
+// counted and must be handed back to Done like any other. ok is false when
+// avoid is the only endpoint.
+func (b *base) PickOther(now time.Time, rng *rand.Rand, avoid string) (p Picked, ok bool) {
+	b.see(now)
+	skip, has := b.byAddr[avoid]
+	if !has {
+		skip = -1
+	}
+	healthy, others := 0, 0
+	for i := range b.eps {
+		if i == skip {
+			continue
+		}
+		others++
+		if !b.averse(i) {
+			healthy++
+		}
+	}
+	if others == 0 {
+		return Picked{}, false
+	}
+	useHealthy := healthy > 0
+	k := rng.IntN(others)
+	if useHealthy {
+		k = rng.IntN(healthy)
+	}
+	for i := range b.eps {
+		if i == skip || (useHealthy && b.averse(i)) {
+			continue
+		}
+		if k == 0 {
+			return b.pick(i), true
+		}
+		k--
+	}
+	panic("loadbalancer: PickOther count out of step")
+}
+
+// OtherPicker is implemented by every policy of this package: a pick that
+// avoids one endpoint, for retries.
+type OtherPicker interface {
+	PickOther(now time.Time, rng *rand.Rand, avoid string) (Picked, bool)
+}

@@ -153,6 +153,9 @@ func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		p.aversions++
 		return p.pick(w), nil
 	}
+	if p.averse(a) { // both drawn are averse
+		return p.pick(p.redrawHealthy(a, rng)), nil
+	}
 	fa, fb := p.eps[a].inFlight, p.eps[b].inFlight
 	if fb < fa || (fb == fa && rng.IntN(2) == 0) {
 		a = b
@@ -189,13 +192,5 @@ func (r *random) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		return Picked{}, ErrNoEndpoints
 	}
 	r.see(now)
-	i := rng.IntN(len(r.eps))
-	if r.averse(i) {
-		// Draw again among the healthy, uniformly, if there are any.
-		if h := r.healthyCount(); h > 0 {
-			r.aversions++
-			i = r.nthHealthy(rng.IntN(h))
-		}
-	}
-	return r.pick(i), nil
+	return r.pick(r.redrawHealthy(rng.IntN(len(r.eps)), rng)), nil
 }

@@ -41,6 +41,9 @@ type errorRate struct {
 	// sample; the endpoint is averse before it. Precomputed at each
 	// outcome so that a pick only compares times.
 	averseUntil time.Time
+	// excludedUntil is set by Exclude (the ingress's outlier ejection);
+	// outcomes do not move it.
+	excludedUntil time.Time
 }
 
 // failed reports whether status counts against the endpoint: no response
@@ -74,7 +77,9 @@ func (r *errorRate) observe(now time.Time, status int) {
 }
 
 // averse reports whether the endpoint is to be avoided at now.
-func (r *errorRate) averse(now time.Time) bool { return now.Before(r.averseUntil) }
+func (r *errorRate) averse(now time.Time) bool {
+	return now.Before(r.averseUntil) || now.Before(r.excludedUntil)
+}
 
 // averse reports whether endpoint i is to be avoided at the time of the
 // call in progress (b.now).
@@ -125,6 +130,40 @@ func (b *base) preferHealthy(a, c int) (int, bool) {
 		return a, true
 	}
 	return -1, false
+}
+
+// redrawHealthy handles a pick that landed on averse endpoint i by the
+// policy's own rule: every policy picks an averse endpoint only when every
+// endpoint is averse, so it returns a uniformly drawn healthy endpoint when
+// one exists (counting the aversion), else i.
+func (b *base) redrawHealthy(i int, rng *rand.Rand) int {
+	if !b.averse(i) {
+		return i
+	}
+	if h := b.healthyCount(); h > 0 {
+		b.aversions++
+		return b.nthHealthy(rng.IntN(h))
+	}
+	return i
+}
+
+// Exclude keeps endpoint addr out of picks until until, as an averse
+// endpoint is kept out (picked only when every endpoint is averse or
+// excluded): the ingress's outlier ejection. Excluding rather than
+// removing the endpoint keeps its counters, so selection shares stay
+// continuous. A zero until lifts the exclusion. It reports whether addr
+// is an endpoint.
+func (b *base) Exclude(addr string, until time.Time) bool {
+	i, ok := b.byAddr[addr]
+	if ok {
+		b.eps[i].health.excludedUntil = until
+	}
+	return ok
+}
+
+// Excluder is implemented by every policy of this package.
+type Excluder interface {
+	Exclude(addr string, until time.Time) bool
 }
 
 // PickOther picks an endpoint other than avoid, uniformly among the

@@ -263,3 +263,42 @@ func TestErrorAversionAverseLosesHeadToHead(t *testing.T) {
 		})
 	}
 }
+
+// An excluded endpoint (the ingress's outlier ejection) gets no pick while
+// any other endpoint is left, under every policy, even where the policy's
+// own rule favours it (prequal: the only probes in the pool are its), and
+// gets picks again once the exclusion ends.
+func TestExcludeKeepsEndpointOutUntilItEnds(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			p := newPolicy(t, name, 3, nil)
+			rng := newRNG()
+			eps := addrs(3)
+			ex := p.(Excluder)
+			if !ex.Exclude(eps[0], at(1000)) || !ex.Exclude(eps[1], at(1000)) {
+				t.Fatalf("Exclude of a known endpoint reported false")
+			}
+			if ex.Exclude("10.9.9.9:1", at(1000)) {
+				t.Fatalf("Exclude of an unknown endpoint reported true")
+			}
+			p.ProbeResult(at(0), eps[0], known(0, time.Millisecond))
+			p.ProbeResult(at(0), eps[1], known(0, time.Millisecond))
+			for ms := range 200 {
+				pk := mustPick(t, p, at(ms), rng)
+				if pk.Endpoint != eps[2] {
+					t.Fatalf("pick %d went to excluded %s", ms, pk.Endpoint)
+				}
+				p.Done(at(ms), pk, time.Millisecond, 200)
+			}
+			seen := map[string]bool{}
+			for ms := 1000; ms < 1300; ms++ {
+				pk := mustPick(t, p, at(ms), rng)
+				seen[pk.Endpoint] = true
+				p.Done(at(ms), pk, time.Millisecond, 200)
+			}
+			if !seen[eps[0]] && !seen[eps[1]] {
+				t.Fatalf("after the exclusion ended, picks reached %v", seen)
+			}
+		})
+	}
+}

@@ -305,13 +305,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	p.see(now)
 	if len(p.pool) < p.cfg.MinProbes {
 		p.fallbacks++
-		i := rng.IntN(n)
-		if p.averse(i) {
-			if h := p.healthyCount(); h > 0 {
-				p.aversions++
-				i = p.nthHealthy(rng.IntN(h))
-			}
-		}
+		i := p.redrawHealthy(rng.IntN(n), rng)
 		pk := p.pick(i)
 		pk.Fallback = true
 		p.markExploring(i, &pk)
@@ -319,6 +313,14 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	}
 	thr := p.hotThreshold()
 	c, hot := p.choose(thr, rng)
+	if ep := int(p.pool[c].ep); p.averse(ep) {
+		// Only averse replicas in the pool: a healthy one outside it wins.
+		if i := p.redrawHealthy(ep, rng); i != ep {
+			pk := p.pick(i)
+			p.markExploring(i, &pk)
+			return pk, nil
+		}
+	}
 	e := &p.pool[c]
 	pk := p.pick(int(e.ep))
 	pk.Hot = hot

@@ -53,6 +53,7 @@ type recorder struct {
 	windowEnd   int64
 	outstanding uint64
 	sendsDone   bool
+	windowShut  bool // the window's end has passed (OnWindowEnd called)
 	targetRate  float64
 	window      int64
 	warmups     int

@@ -240,6 +240,7 @@ func (w *World) step() {
 			f()
 		}
 	case evWindowEnd:
+		w.rec.windowShut = true
 		if f := w.rec.load.l.OnWindowEnd; f != nil {
 			f()
 		}
@@ -418,8 +419,12 @@ func (w *World) Run(ctx context.Context, l Load) (*Result, error) {
 	if err := w.start(l); err != nil {
 		return nil, err
 	}
+	// Until every request has its outcome and the window has ended: a
+	// load whose last answer comes early (a closed loop thinking past the
+	// end, an early last send) still gets its end callback and a row per
+	// second, and leaves no event of its own to a later Run.
 	var n uint64
-	for !w.rec.finished() {
+	for !w.rec.finished() || !w.rec.windowShut {
 		if w.q.len() == 0 {
 			return nil, errors.New("sim: the event queue ran dry with requests outstanding")
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -282,5 +283,44 @@ func TestWorld_ProbeFaultsReachThePolicy(t *testing.T) {
 	got = outcomes(cfg)
 	if got[loadbalancer.ProbeOK] != 0 || got[loadbalancer.ProbeTimeout] == 0 {
 		t.Errorf("with a 120 ms round trip: %v, want only timeouts", got)
+	}
+}
+
+// TestWorld_WindowBoundariesAlwaysSignalled: a load whose last answer
+// comes before the window's end (a closed loop thinking past it, an open
+// loop whose last send is early) still gets both boundary callbacks, in
+// order, at the window's start and end, and one series row per second;
+// the next Run on the same world sees none of its leftovers. The runner
+// fails a run without both (no state snapshots).
+func TestWorld_WindowBoundariesAlwaysSignalled(t *testing.T) {
+	loads := map[string]Load{
+		"closed, 2 s think time": {Users: 1, Duration: 3 * time.Second, ThinkTime: 2 * time.Second},
+		"open, 0.4 rps":          {Open: []Phase{{Kind: KindConstant, Duration: 3 * time.Second, Rate: 0.4}}},
+	}
+	for name, l := range loads {
+		t.Run(name, func(t *testing.T) {
+			w, err := New(paperLikeConfig(1, loadbalancer.NamePrequal))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for run := range 2 {
+				var calls []string
+				start := w.Now()
+				l := l
+				l.Timeout, l.Targets, l.Seed = 10*time.Second, evenTargets(10), uint64(run+1)
+				l.OnWindowStart = func() { calls = append(calls, fmt.Sprintf("start@%v", w.Now()-start)) }
+				l.OnWindowEnd = func() { calls = append(calls, fmt.Sprintf("end@%v", (w.Now()-start).Round(time.Millisecond))) }
+				res, err := w.Run(context.Background(), l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := []string{"start@0s", "end@3s"}; fmt.Sprint(calls) != fmt.Sprint(want) {
+					t.Errorf("run %d: callbacks %v, want %v", run, calls, want)
+				}
+				if len(res.Series) != 3 || res.Sent == 0 || res.Completed != res.Sent {
+					t.Errorf("run %d: %d series rows, %d sent, %d completed; want 3 rows and every send answered", run, len(res.Series), res.Sent, res.Completed)
+				}
+			}
+		})
 	}
 }

@@ -22,6 +22,9 @@ import (
 // neither the options nor the campaign name one.
 const DefaultReference = "prequal"
 
+// DefaultAlpha is the significance level when Options.Alpha is 0.
+const DefaultAlpha = 0.05
+
 // Options tune the statistics. The zero value means the defaults.
 type Options struct {
 	// Reference overrides the campaign's reference algorithm.
@@ -45,7 +48,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Confidence = 0.95
 	}
 	if o.Alpha == 0 {
-		o.Alpha = 0.05
+		o.Alpha = DefaultAlpha
 	}
 	if o.Resamples == 0 {
 		o.Resamples = 10000

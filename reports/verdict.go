@@ -89,8 +89,8 @@ func decide(cs []Comparison, o Options) (pairs []runIssue, family string) {
 		}
 	}
 	if familyBlocked {
-		family = fmt.Sprintf("**The Holm correction over this report's %d tests** needs a p below %s for the first significant difference; the smallest p these run counts can give is %s, so no difference in this report can be significant (more runs per algorithm can)",
-			tests, fmtP(o.Alpha/float64(tests)), fmtP(smallestMinP))
+		family = fmt.Sprintf("**The Holm correction over this report's %d tests** needs a p below %s for the first significant difference; the smallest p these run counts can give is %s, so no difference in this report can be significant (%s)",
+			tests, fmtP(o.Alpha/float64(tests)), fmtP(smallestMinP), runsNeeded(tests, o.Alpha))
 	}
 	return pairs, family
 }
@@ -149,4 +149,57 @@ func fmtEffect(e float64) string {
 	s := fmt.Sprintf("%.2f", 100*e)
 	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	return s + "%"
+}
+
+// runsNeeded says how many valid runs per algorithm a family of tests
+// needs before its first test can pass the Holm correction.
+func runsNeeded(tests int, alpha float64) string {
+	n := stats.RunsPerSide(tests, alpha)
+	if n == 0 {
+		return fmt.Sprintf("more than %d valid runs per algorithm would be needed", stats.MaxRunsPerSide)
+	}
+	return fmt.Sprintf("%d valid runs per algorithm can", n)
+}
+
+// testedMetrics counts the metrics that get a verdict in a schema v2
+// report, and alwaysTested those among them that vary in every real run
+// (the latencies); goodput and error rate leave the family when they are
+// the same in every run of both sides (all at the target, no errors).
+func testedMetrics() (all, alwaysTested int) {
+	for _, m := range metricsV2 {
+		if !m.Tested {
+			continue
+		}
+		all++
+		if m.Key != "goodput_rps" && m.Key != "error_rate" {
+			alwaysTested++
+		}
+	}
+	return all, alwaysTested
+}
+
+// RepsWarning is said before a campaign runs when its reps per algorithm
+// cannot give the report a verdict: every other algorithm is compared
+// with the reference on each tested metric, and the Holm correction over
+// that family needs more runs than reps for even the first test to pass.
+// Empty when reps can (or with a single algorithm, which is not compared).
+func RepsWarning(algorithms int, reference string, reps int, alpha float64) string {
+	pairs := algorithms - 1
+	if pairs <= 0 || reps <= 0 {
+		return ""
+	}
+	all, latency := testedMetrics()
+	most, least := pairs*all, pairs*latency
+	needMost, needLeast := stats.RunsPerSide(most, alpha), stats.RunsPerSide(least, alpha)
+	family := fmt.Sprintf("the report tests %d to %d differences (p50, p99 and p99.9, plus goodput and error rate unless they are the same in every run, for each of %d algorithm(s) against %s) and the Holm correction over them",
+		least, most, pairs, reference)
+	switch {
+	case reps < needLeast:
+		return fmt.Sprintf("%d reps per algorithm cannot give any verdict: %s needs at least %d valid runs per algorithm (%d when goodput or error rate vary); %d vs %d runs give p ≥ %s",
+			reps, family, needLeast, needMost, reps, reps, fmtP(stats.MinP(reps, reps)))
+	case reps < needMost:
+		return fmt.Sprintf("%d reps per algorithm give a verdict only if goodput and error rate are the same in every run: %s needs %d valid runs per algorithm when they vary",
+			reps, family, needMost)
+	}
+	return ""
 }

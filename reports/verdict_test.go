@@ -137,3 +137,51 @@ func TestVerdict_IdenticalRunsStayOutOfTheHolmFamily(t *testing.T) {
 		t.Errorf("identical: %q %s", cs[0].Outcome, cs[0].Verdict)
 	}
 }
+
+func TestVerdict_FamilyWarningSaysTheRunsNeeded(t *testing.T) {
+	// Six latency tests at 4 vs 4: the smallest p (2/70 = 0.029) is above
+	// 0.05/6, and 5 runs per side (2/252 = 0.0079) would pass.
+	o := opts(t)
+	var cs []Comparison
+	for _, alg := range []string{"round-robin", "least-request"} {
+		for _, m := range []string{"p50_ms", "p99_ms", "p999_ms"} {
+			cs = append(cs, compare("prequal", alg, metricByKey(m), []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}, 1, o))
+		}
+	}
+	_, family := decide(cs, o)
+	for _, want := range []string{"6 tests", "0.029", "5 valid runs per algorithm can"} {
+		if !strings.Contains(family, want) {
+			t.Errorf("family warning lacks %q: %s", want, family)
+		}
+	}
+	if !strings.Contains(cs[0].Verdict, "cannot pass the Holm correction over 6 tests") {
+		t.Errorf("verdict %q", cs[0].Verdict)
+	}
+}
+
+func TestRepsWarning_AtPlanTime(t *testing.T) {
+	// quickstart: 3 algorithms, 2 reps → 2 pairs, 6 to 10 tests, needing
+	// 5 (latency only) or 6 (all five metrics) runs per side.
+	w := RepsWarning(3, "prequal", 2, 0.05)
+	for _, want := range []string{"2 reps per algorithm cannot give any verdict", "6 to 10 differences", "at least 5 valid runs", "(6 when", "p ≥ 0.333"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("2 reps: warning lacks %q: %s", want, w)
+		}
+	}
+	if w := RepsWarning(3, "prequal", 5, 0.05); !strings.Contains(w, "only if goodput and error rate are the same") || !strings.Contains(w, "needs 6 valid runs") {
+		t.Errorf("5 reps: %q", w)
+	}
+	if w := RepsWarning(3, "prequal", 6, 0.05); w != "" {
+		t.Errorf("6 reps can reach a verdict, warned %q", w)
+	}
+	if w := RepsWarning(1, "prequal", 2, 0.05); w != "" {
+		t.Errorf("one algorithm is not compared, warned %q", w)
+	}
+	// Two algorithms: 3 to 5 tests, 5 runs per side for either.
+	if w := RepsWarning(2, "prequal", 4, 0.05); !strings.Contains(w, "cannot give any verdict") {
+		t.Errorf("2 algorithms at 4 reps: %q", w)
+	}
+	if w := RepsWarning(2, "prequal", 5, 0.05); w != "" {
+		t.Errorf("2 algorithms at 5 reps: %q", w)
+	}
+}

@@ -214,6 +214,10 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			}
 		}
 		opts.Scenario = s
+		// Said before hours of runs, not after: reps too few for any verdict.
+		if w := reports.RepsWarning(len(s.Protocol.Algorithms), s.Protocol.Reference, s.Protocol.Reps, reports.DefaultAlpha); w != "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		}
 	}
 	if f.prometheus && f.env != "local" {
 		return badInput(fmt.Errorf("--prometheus: only with --env local (on kind use `cluster up --observability`)"))

@@ -46,3 +46,23 @@ func OutsideMinEffect(lo, hi, effect float64) bool {
 	}
 	return hi < 1-effect || lo > 1+effect
 }
+
+// MaxRunsPerSide bounds RunsPerSide's search.
+const MaxRunsPerSide = 100
+
+// RunsPerSide is the fewest runs per side (equal on both sides) whose
+// smallest possible Mann–Whitney p (MinP) is below alpha/tests, the
+// threshold Holm puts on the first of a family of tests: with fewer, no
+// test of the family can be significant whatever the data. 0 when tests
+// is 0 or the answer exceeds MaxRunsPerSide.
+func RunsPerSide(tests int, alpha float64) int {
+	if tests <= 0 || !(alpha > 0) {
+		return 0
+	}
+	for n := 1; n <= MaxRunsPerSide; n++ {
+		if MinP(n, n)*float64(tests) < alpha {
+			return n
+		}
+	}
+	return 0
+}

@@ -110,3 +110,26 @@ func TestBootstrapRatio_SmallBelowFiveRunsPerSide(t *testing.T) {
 		t.Error("5 vs 5 runs marked small")
 	}
 }
+
+func TestRunsPerSide_HolmThresholdOfTheFamily(t *testing.T) {
+	// MinP(n, n) = 2/C(2n, n): 0.1 (3), 0.0286 (4), 0.00794 (5), 0.00216 (6).
+	cases := []struct {
+		tests int
+		want  int
+	}{
+		{1, 4},  // 0.0286 < 0.05
+		{2, 5},  // 0.0286 ≥ 0.025; 0.00794 < 0.025
+		{6, 5},  // 0.00794 < 0.00833
+		{7, 6},  // 0.00794 ≥ 0.00714
+		{10, 6}, // 0.00216 < 0.005
+		{0, 0},
+	}
+	for _, c := range cases {
+		if got := RunsPerSide(c.tests, 0.05); got != c.want {
+			t.Errorf("RunsPerSide(%d, 0.05) = %d, want %d", c.tests, got, c.want)
+		}
+		if n := c.want; n > 0 && !(MinP(n, n)*float64(c.tests) < 0.05 && MinP(n-1, n-1)*float64(c.tests) >= 0.05) {
+			t.Errorf("%d tests: %d per side is not the smallest that can pass Holm", c.tests, n)
+		}
+	}
+}

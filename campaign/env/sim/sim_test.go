@@ -11,6 +11,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	core "github.com/prequalbench/prequalbench/sim"
 )
 
 const tiny = `
@@ -31,6 +32,8 @@ workload:
           distribution: normal
           slow: 2
           concurrency: 2
+          antagonists:
+            - {at: 1s, for: 2s, capacity: 1, every: 10s}
 load:
   open:
     - kind: constant
@@ -213,6 +216,13 @@ func TestConfig_MapsTheScenario(t *testing.T) {
   policy:
     probesPerQuery: 2
     poolSize: 32
+    maxAge: 700ms
+    qrif: 0.6
+    removePerQuery: 0.5
+    delta: 2
+    idleProbeInterval: 40ms
+    minProbes: 3
+    latencyMemory: 2s
 `, 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +231,10 @@ func TestConfig_MapsTheScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ProbeTimeout != 50*time.Millisecond || cfg.Policy.Prequal.ProbesPerQuery != 2 || cfg.Policy.Prequal.PoolSize != 32 || cfg.Policy.Prequal.RIFWindow <= 32 {
+	q := cfg.Policy.Prequal
+	if cfg.ProbeTimeout != 50*time.Millisecond || q.ProbesPerQuery != 2 || q.PoolSize != 32 || q.RIFWindow <= 32 ||
+		q.MaxAge != 700*time.Millisecond || q.QRIF != 0.6 || q.RemovePerQuery != 0.5 || q.Delta != 2 ||
+		q.IdleProbeInterval != 40*time.Millisecond || q.MinProbes != 3 || q.LatencyMemory != 2*time.Second {
 		t.Errorf("config %+v", cfg)
 	}
 	if cfg.Network.Delay != 200*time.Microsecond || cfg.Network.Jitter != 100*time.Microsecond {
@@ -233,5 +246,35 @@ func TestConfig_MapsTheScenario(t *testing.T) {
 	g := cfg.Routes[0].Groups[1]
 	if g.Slow != 2 || g.Concurrency != 2 || g.QueueLimit != 1024 || g.Distribution != "normal" {
 		t.Errorf("group %+v", g)
+	}
+	want := []core.Antagonist{{At: time.Second, For: 2 * time.Second, Capacity: 1, Every: 10 * time.Second}}
+	if !reflect.DeepEqual(g.Antagonists, want) {
+		t.Errorf("antagonists %+v, want %+v", g.Antagonists, want)
+	}
+}
+
+// TestEnv_EachIngressReplicaGetsItsShare: the route's load is split evenly
+// over the ingress replicas, as the load engine spreads it over real ones.
+func TestEnv_EachIngressReplicaGetsItsShare(t *testing.T) {
+	e := newEnv(t, strings.Replace(tiny, "      host: bench.local\n", "      host: bench.local\n      weight: 6\n", 1))
+	ts := e.LoadTargets()
+	if len(ts) != 3 {
+		t.Fatalf("%d targets, want one per ingress replica", len(ts))
+	}
+	for i, tg := range ts {
+		if tg.Weight != 2 {
+			t.Errorf("target %d weight %v, want the route's 6 over 3 replicas", i, tg.Weight)
+		}
+	}
+	protocol(t, e, "round-robin", 1)
+	st, err := e.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range st {
+		// 1 s warmup + 3 s window at 400 rps: 1,600 requests, about 533 each.
+		if got := r.Routes[0].Requests; got < 450 || got > 620 {
+			t.Errorf("ingress replica %d routed %d of %d requests, want about a third", i, got, 1600)
+		}
 	}
 }

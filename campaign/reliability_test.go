@@ -376,3 +376,28 @@ func TestRun_RefusedResumeTouchesNoRun(t *testing.T) {
 		t.Errorf("a refused resume created %s", FailedDir)
 	}
 }
+
+// A finished campaign with failed runs is unfinished again once a resume
+// has set them aside, also when that resume is interrupted.
+func TestRun_InterruptedResumeOfFailedRunsIsUnfinished(t *testing.T) {
+	fe := newFakeEnv(t)
+	fe.failAlgo = "round-robin"
+	res, err := runWith(t, context.Background(), fe, Options{Scenario: tinyScenario(t), OutDir: t.TempDir()})
+	if err != nil || res.Campaign.Finished.IsZero() {
+		t.Fatalf("first session: %v, finished %v", err, res.Campaign.Finished)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fe2 := newFakeEnv(t)
+	fe2.onSet = func(string) { cancel() }
+	if _, err := runWith(t, ctx, fe2, Options{ResumeDir: res.Dir}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("resume: %v, want context.Canceled", err)
+	}
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(res.Dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Finished.IsZero() {
+		t.Errorf("campaign.json says finished at %v with failed runs set aside and not run again", c.Finished)
+	}
+}

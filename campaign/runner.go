@@ -114,6 +114,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if len(done) < len(c.Plan) {
+		c.Finished = time.Time{} // runs to (re)do: unfinished until they are
+	}
 	c.Backends = mergeBackends(c.Backends, e.Backends())
 	if err := write(); err != nil {
 		return res, err

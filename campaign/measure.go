@@ -90,7 +90,7 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return err
 	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series)
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound())
 	for _, h := range []struct {
 		file string
 		h    *hdrhistogram.Histogram

@@ -1,13 +1,18 @@
 package campaign
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/hostcpu"
 	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
 )
 
 // seriesFromProcStat turns successive synthetic /proc/stat readings (idle
@@ -49,21 +54,21 @@ func TestJudge_HostWithoutHeadroomIsInvalid(t *testing.T) {
 	// 9.5% idle (below the 10% floor), 40 is 20%.
 	busy4 := []uint64{40, 19, 19, 40, 19, 40, 19, 40, 40, 40}
 	busy3 := []uint64{40, 19, 19, 40, 19, 40, 40, 40, 40, 40}
-	v := judge(healthyLoad(), seriesFromProcStat(t, busy4))
+	v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400)
 	if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], "host idle below 10% for 4 s") {
 		t.Errorf("4 busy seconds: %+v; want invalid, host idle below 10%% for 4 s", v)
 	}
-	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3)); !v.Valid {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3), 4400); !v.Valid {
 		t.Errorf("3 busy seconds (the allowance): %+v, want valid", v)
 	}
 	// No host readings (kube env, simulator): nothing to judge the host by.
-	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}); !v.Valid {
+	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}, 4400); !v.Valid {
 		t.Errorf("no CPU readings: %+v, want valid", v)
 	}
 }
 
 func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
-	if v := judge(healthyLoad(), nil); !v.Valid || len(v.Reasons) != 0 {
+	if v := judge(healthyLoad(), nil, 4400); !v.Valid || len(v.Reasons) != 0 {
 		t.Errorf("healthy: %+v, want valid without reasons", v)
 	}
 	for _, tc := range []struct {
@@ -73,13 +78,13 @@ func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
 	}{
 		{"lag over 5 ms", func(l *artifacts.LoadResult) { l.SendLag.P99 = 38 }, "send-lag p99 38.0 ms > max(5 ms, 1% of p50 20.0 ms)"},
 		{"lag over 1% of a long p50", func(l *artifacts.LoadResult) { l.Success.P50 = 1200; l.SendLag.P99 = 13 }, "send-lag p99 13.0 ms > max(5 ms, 1% of p50 1200.0 ms)"},
-		{"cap bound", func(l *artifacts.LoadResult) { l.ConnCapBound = 11 }, "11 of 10000 requests (0.11%) waited for a connection at the cap of 4400"},
+		{"cap bound below rate × timeout", func(l *artifacts.LoadResult) { l.ConnCapBound = 11; l.ConnCap = 256 }, "11 of 10000 requests (0.11%) waited for a connection at the cap of 256, below the 4400 in flight"},
 		{"dropped", func(l *artifacts.LoadResult) { l.Dropped = 3 }, "3 scheduled sends were dropped"},
 		{"outstanding", func(l *artifacts.LoadResult) { l.Outstanding = 2 }, "2 requests of the window were still unanswered"},
 	} {
 		l := healthyLoad()
 		tc.edit(&l)
-		v := judge(l, nil)
+		v := judge(l, nil, 4400)
 		if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], tc.want) {
 			t.Errorf("%s: %+v, want invalid: %q", tc.name, v, tc.want)
 		}
@@ -88,7 +93,67 @@ func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
 	// of cap waits.
 	l := healthyLoad()
 	l.Success.P50, l.SendLag.P99, l.ConnCapBound = 1200, 12, 10
-	if v := judge(l, nil); !v.Valid {
+	if v := judge(l, nil, 4400); !v.Valid {
 		t.Errorf("within limits: %+v, want valid", v)
+	}
+}
+
+// A cap at or above peak rate × timeout holds back only requests that
+// time out anyway (an overload scenario measures those failures): its
+// binding is reported, not a reason to discard the run. Below that bound,
+// or with the bound unknown, it invalidates the run.
+func TestJudge_CapAtTheInFlightBoundDoesNotInvalidateAnOverload(t *testing.T) {
+	overload := healthyLoad()
+	overload.Timeouts, overload.Errors, overload.ErrorRate = 6000, 6000, 0.6
+	overload.ConnCapBound = 900 // 9% waited: the run is at its timeouts
+	if v := judge(overload, nil, 4400); !v.Valid {
+		t.Errorf("cap 4400 = rate × timeout: %+v, want valid", v)
+	}
+	if v := judge(overload, nil, 4401); v.Valid || !strings.Contains(v.Reasons[0], "below the 4401 in flight") {
+		t.Errorf("cap 4400 < bound 4401: %+v, want invalid", v)
+	}
+	if v := judge(overload, nil, 0); v.Valid || strings.Contains(v.Reasons[0], "below the") {
+		t.Errorf("bound unknown: %+v, want invalid without a bound in the reason", v)
+	}
+}
+
+// An open loop against a server that never answers: every request of the
+// window times out, is counted as a timeout (none outstanding, none
+// dropped), and the run stays valid with the default-sized cap, while a
+// cap below rate × timeout queues the load and invalidates it.
+func TestJudge_EveryRequestTimingOutIsAValidMeasurement(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer srv.Close()
+	l := scenario.Load{Open: []scenario.Phase{{Kind: scenario.PhaseConstant, Rate: 200}}, Timeout: "100ms"}
+	run := func(maxConns int) (artifacts.LoadResult, artifacts.Validity) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := load.Run(ctx, load.Config{
+			Targets:        []load.Target{{URL: srv.URL}},
+			Open:           []load.Phase{{Kind: load.KindConstant, Duration: time.Second, Rate: 200}},
+			Timeout:        100 * time.Millisecond,
+			MaxConnections: maxConns,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := res.Summary()
+		return s, judge(s, nil, l.InFlightBound())
+	}
+	s, v := run(int(l.InFlightBound()))
+	if s.Sent == 0 || s.Timeouts != s.Sent || s.Outstanding != 0 || s.Dropped != 0 || s.Succeeded != 0 {
+		t.Fatalf("sent %d timeouts %d outstanding %d dropped %d succeeded %d: want every request a timeout",
+			s.Sent, s.Timeouts, s.Outstanding, s.Dropped, s.Succeeded)
+	}
+	for _, r := range v.Reasons {
+		// Send lag can be real on a loaded host; the accounting and the
+		// cap must not invalidate the run.
+		if !strings.Contains(r, "send-lag") {
+			t.Errorf("cap %v = rate × timeout: invalid by %q", l.InFlightBound(), r)
+		}
+	}
+	s, v = run(5)
+	if s.ConnCapBound == 0 || v.Valid || !strings.Contains(strings.Join(v.Reasons, "\n"), "at the cap of 5, below the 20 in flight") {
+		t.Errorf("cap 5 < 20: cap bound %d, validity %+v; want invalid by the cap", s.ConnCapBound, v)
 	}
 }

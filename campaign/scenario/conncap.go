@@ -27,15 +27,23 @@ func (l Load) ConnectionCap() int {
 	if l.MaxConnections > 0 {
 		return l.MaxConnections
 	}
-	want := float64(l.Users)
-	if len(l.Open) > 0 {
-		timeout := l.Timeout.Std()
-		if timeout <= 0 {
-			timeout = 10 * time.Second
-		}
-		want = math.Ceil(l.PeakRate() * timeout.Seconds())
+	return int(min(max(l.InFlightBound(), MinConnectionCap), MaxConnectionCap))
+}
+
+// InFlightBound is the most requests the load can have in flight while
+// every request ends within the timeout: peak rate × timeout for an open
+// loop (Little's law), the users for a closed loop. A connection cap at
+// or above it can hold back only requests that fail by the timeout
+// anyway; below it, the cap queues requests that could have succeeded.
+func (l Load) InFlightBound() float64 {
+	if len(l.Open) == 0 {
+		return float64(l.Users)
 	}
-	return int(min(max(want, MinConnectionCap), MaxConnectionCap))
+	timeout := l.Timeout.Std()
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return math.Ceil(l.PeakRate() * timeout.Seconds())
 }
 
 // PeakRate is the highest open-loop rate of any phase; 0 for closed loop.

@@ -79,6 +79,7 @@ func (i *Ingress) State() adminapi.State {
 func (rs *routeState) state() adminapi.RouteState {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	rs.tickOutliersLocked(time.Now()) // returns due are shown as returned
 	return rs.stateLocked()
 }
 
@@ -86,7 +87,7 @@ func (rs *routeState) stateLocked() adminapi.RouteState {
 	return adminapi.RouteState{
 		Key: rs.key, Host: rs.host, Path: rs.path, PathType: rs.pathType, Algorithm: rs.algo,
 		Requests: rs.requests.Load(), NoEndpoint: rs.noEndpoint.Load(), UpstreamErrors: rs.upstreamErrors.Load(),
-		Policy: rs.policy.Stats(),
+		Policy: rs.policy.Stats(), Outliers: rs.outliers.state(),
 	}
 }
 
@@ -121,7 +122,8 @@ func (i *Ingress) Reset(key string) (adminapi.State, error) {
 			continue
 		}
 		rs.mu.Lock()
-		rs.policy.Reset(now)
+		rs.policy.Reset(now) // also ends the policy's exclusions
+		rs.outliers.reset()
 		rs.requests.Store(0)
 		rs.noEndpoint.Store(0)
 		rs.upstreamErrors.Store(0)

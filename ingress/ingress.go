@@ -75,9 +75,14 @@ type Options struct {
 	// ProbeWorkers and ProbeQueueSize size the prober; defaults 16 and 4096.
 	ProbeWorkers   int
 	ProbeQueueSize int
-	// Retry allows one retry on a different endpoint when connecting to the
-	// first one failed and the request is idempotent and has no body.
+	// Retry widens the retry on a different endpoint: without it only a
+	// request without a body whose connection could not be made (nothing
+	// was sent) is retried; with it also an idempotent request without a
+	// body whose exchange failed before response headers (reset, EOF).
 	Retry bool
+	// Outlier configures outlier ejection; zero fields take the defaults
+	// of OutlierConfig.
+	Outlier OutlierConfig
 	// Registry receives the metrics; nil means a new registry that also
 	// carries the Go and process collectors.
 	Registry *prometheus.Registry
@@ -169,6 +174,9 @@ func New(opts Options) (*Ingress, error) {
 		opts.ClientBodyTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
 		opts.ProbeWorkers < 0 || opts.ProbeQueueSize < 0 {
 		return nil, fmt.Errorf("ingress: UpstreamTimeout, UpstreamReadTimeout, UpstreamIdleTimeout, ClientBodyTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers and ProbeQueueSize must not be negative")
+	}
+	if opts.Outlier, err = opts.Outlier.withDefaults(); err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -339,12 +347,16 @@ func (i *Ingress) applyLocked(rs *routeState, now time.Time) {
 		rs.policy, rs.algo = p, algo
 		rs.usesProbes = loadbalancer.UsesProbes(algo)
 		i.resolveSelectionsLocked(rs)
+		rs.outliers.setEndpoints(rs.endpoints)
+		rs.applyEjectionsLocked(rs.outliers.active(nil), false) // a new policy knows none
 		return
 	}
 	if !slices.Equal(rs.endpoints, rs.nextEndpoints) {
 		rs.endpoints = slices.Clone(rs.nextEndpoints)
 		rs.policy.SetEndpoints(now, rs.endpoints)
 		i.resolveSelectionsLocked(rs)
+		rs.outliers.setEndpoints(rs.endpoints)
+		rs.applyEjectionsLocked(rs.outliers.active(nil), false) // re-added endpoints start clean in the policy
 	}
 }
 
@@ -425,6 +437,12 @@ func (i *Ingress) newRoute(key string) *routeState {
 		probeLatency:       i.metrics.ProbeDuration.WithLabelValues(key),
 		probeResults:       map[loadbalancer.ProbeOutcome]prometheus.Counter{},
 		upstreamErrorKinds: map[string]prometheus.Counter{},
+		outliers:           newOutliers(i.opts.Outlier),
+		ejectionMetrics:    map[string]prometheus.Counter{},
+		returnsMetric:      i.metrics.OutlierReturns.WithLabelValues(key),
+	}
+	for _, reason := range []string{ejectConsecutive, ejectSuccessRate} {
+		rs.ejectionMetrics[reason] = i.metrics.OutlierEjections.WithLabelValues(key, reason)
 	}
 	for _, kind := range []string{upstreamTimeout, upstreamFailed, upstreamBody} {
 		rs.upstreamErrorKinds[kind] = i.metrics.UpstreamErrors.WithLabelValues(key, kind)

@@ -54,6 +54,12 @@ type routeState struct {
 	probesSent         prometheus.Counter
 	probeLatency       prometheus.Observer
 	probeResults       map[loadbalancer.ProbeOutcome]prometheus.Counter // immutable
+
+	// Outlier ejection, guarded by mu.
+	outliers        *outliers
+	ejectBuf        []ejection
+	ejectionMetrics map[string]prometheus.Counter // by reason; immutable
+	returnsMetric   prometheus.Counter
 }
 
 var (
@@ -174,9 +180,8 @@ func (rs *routeState) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req.URL.Host = p.Endpoint
 	resp, err := rs.ing.transport.RoundTrip(req)
-	if err != nil && rs.ing.opts.Retry && retryable(req, err) {
-		// The request never reached the first endpoint: tell its policy,
-		// then try once more elsewhere.
+	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
+		// Tell the first endpoint's policy, then try once more elsewhere.
 		now := time.Now()
 		rs.attemptDone(pol, p, now.Sub(start), 0, now)
 		if pol2, p2, ok := rs.pickOther(now, p.Endpoint); ok {
@@ -241,35 +246,73 @@ func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Pic
 	return pol, p, nil
 }
 
-// pickOther picks again, up to a few times, for an endpoint other than
-// avoid. A pick that lands on avoid again is handed back as 499 (not the
-// endpoint's fault), so the failed endpoint is charged once, not per try.
+// pickOther picks among the endpoints other than avoid directly (healthy
+// ones first), for a retry: asking the policy again gave least-request the
+// endpoint that had just failed (its request released, it looked idle).
 func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Policy, loadbalancer.Picked, bool) {
 	rs.mu.Lock()
-	others := len(rs.endpoints) > 1
+	pol := rs.policy
+	op, ok := pol.(loadbalancer.OtherPicker)
+	var p loadbalancer.Picked
+	if ok {
+		p, ok = op.PickOther(now, rs.rng, avoid)
+	}
+	var sel prometheus.Counter
+	if ok {
+		sel = rs.selections[p.Endpoint]
+	}
 	rs.mu.Unlock()
-	if !others {
-		return nil, loadbalancer.Picked{}, false // nowhere else to go
+	if !ok {
+		return nil, p, false // nowhere else to go
 	}
-	for range 3 {
-		pol, p, err := rs.pick(now)
-		if err != nil {
-			return nil, p, false
-		}
-		if p.Endpoint != avoid {
-			return pol, p, true
-		}
-		rs.attemptDone(pol, p, 0, 499, now)
+	rs.inFlight.Add(1)
+	if sel != nil {
+		sel.Inc()
 	}
-	return nil, loadbalancer.Picked{}, false
+	return pol, p, true
 }
 
-// attemptDone reports one finished attempt to the policy that picked it.
+// attemptDone reports one finished attempt to the policy that picked it and
+// to outlier detection.
 func (rs *routeState) attemptDone(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time) {
 	rs.mu.Lock()
 	pol.Done(now, p, latency, status)
+	rs.ejectBuf = rs.outliers.observe(now, p.Endpoint, status, rs.ejectBuf[:0])
+	rs.applyEjectionsLocked(rs.ejectBuf, true)
 	rs.mu.Unlock()
 	rs.inFlight.Add(-1)
+}
+
+// tickOutliersLocked returns endpoints whose ejection time is up and runs
+// a due success-rate evaluation.
+func (rs *routeState) tickOutliersLocked(now time.Time) {
+	rs.ejectBuf = rs.outliers.tick(now, rs.ejectBuf[:0])
+	rs.applyEjectionsLocked(rs.ejectBuf, true)
+}
+
+// applyEjectionsLocked keeps ejected endpoints out of the current policy's
+// picks until their time (the policy keeps their counters, so selection
+// shares stay continuous) and counts ejections and returns. A return needs
+// no call: the exclusion ends on its own.
+// fresh marks new decisions (counted); otherwise ej re-applies standing
+// ejections to a new policy.
+func (rs *routeState) applyEjectionsLocked(ej []ejection, fresh bool) {
+	ex, _ := rs.policy.(loadbalancer.Excluder)
+	for _, e := range ej {
+		if ex != nil {
+			ex.Exclude(e.addr, e.until)
+		}
+		if fresh {
+			rs.ejectionMetrics[e.reason].Inc()
+			if ok, _ := rs.ing.failLog.allow(time.Now()); ok {
+				rs.ing.log.Warn("endpoint ejected", "route", rs.key, "endpoint", e.addr, "reason", e.reason, "until", e.until)
+			}
+		}
+	}
+	if n := rs.outliers.newReturns; n > 0 {
+		rs.returnsMetric.Add(float64(n))
+		rs.outliers.newReturns = 0
+	}
 }
 
 // finish counts a request's final status code.
@@ -286,14 +329,12 @@ func (rs *routeState) finish(code int) {
 	(*c).Inc()
 }
 
-// retryable: only a failed connection (the request was not sent) of an
-// idempotent request without a body is retried.
-func retryable(req *http.Request, err error) bool {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-	default:
-		return false
-	}
+// retryable: a request without a body (the transport has consumed and
+// closed one) whose connection could not be made: nothing was sent, so any
+// method is safe to send elsewhere. With wider (--retry) also an
+// idempotent one whose exchange failed before response headers for any
+// reason but a timeout (a 504 retried would double a long wait).
+func retryable(req *http.Request, err error, wider bool) bool {
 	if req.Body != nil && req.Body != http.NoBody {
 		return false
 	}
@@ -301,7 +342,17 @@ func retryable(req *http.Request, err error) bool {
 		return false
 	}
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	if !wider || isTimeout(err) {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // Kinds of upstream failure, the kind label of prequal_upstream_errors_total.

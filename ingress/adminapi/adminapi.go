@@ -4,6 +4,8 @@
 package adminapi
 
 import (
+	"time"
+
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -33,6 +35,29 @@ type RouteState struct {
 	// Policy holds the policy's counters (picks per endpoint, fallbacks,
 	// probe outcomes, pool size).
 	Policy loadbalancer.Stats `json:"policy"`
+	// Outliers is the route's outlier ejection state.
+	Outliers OutlierState `json:"outliers"`
+}
+
+// OutlierState is a route's outlier ejection: the endpoints ejected now
+// and the counters since the last reset.
+type OutlierState struct {
+	// Ejected lists the endpoints ejected now, in the route's order.
+	Ejected []EjectedEndpoint `json:"ejected"`
+	// Ejections counts ejections by reason: "consecutive" (failures in a
+	// row) and "success_rate" (an outlier across the route).
+	Ejections map[string]uint64 `json:"ejections"`
+	// Returns counts ejected endpoints returned after their time.
+	Returns uint64 `json:"returns"`
+}
+
+// EjectedEndpoint is one ejected endpoint.
+type EjectedEndpoint struct {
+	Address string    `json:"address"`
+	Reason  string    `json:"reason"`
+	Until   time.Time `json:"until"`
+	// Streak is its ejections in a row; each doubles the time.
+	Streak int `json:"streak"`
 }
 
 // Route is one entry of GET /routes.

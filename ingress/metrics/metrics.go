@@ -57,6 +57,8 @@ type Metrics struct {
 	ReconcileDuration prometheus.Histogram
 	RouteConflicts    prometheus.Counter
 	UpstreamErrors    *prometheus.CounterVec // route, kind
+	OutlierEjections  *prometheus.CounterVec // route, reason
+	OutlierReturns    *prometheus.CounterVec // route
 	RejectedPaths     prometheus.Counter
 
 	gauges gaugeCollector
@@ -117,6 +119,14 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "prequal_upstream_errors_total",
 			Help: "Failed exchanges with backends by route and kind: timeout (no headers in time, 504), failed (connection or exchange, 502), body (the body broke off after the headers).",
 		}, []string{LabelRoute, LabelKind}),
+		OutlierEjections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prequal_outlier_ejections_total",
+			Help: "Endpoints ejected by outlier detection, by route and reason: consecutive (failures in a row) or success_rate (an outlier across the route).",
+		}, []string{LabelRoute, "reason"}),
+		OutlierReturns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prequal_outlier_returns_total",
+			Help: "Ejected endpoints returned to their route after their ejection time.",
+		}, []string{LabelRoute}),
 		RejectedPaths: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "prequal_rejected_paths_total",
 			Help: "Requests answered 400 because their path had a dot-segment, an empty segment, a backslash or an encoded slash.",
@@ -135,7 +145,8 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 	}
 	for _, c := range []prometheus.Collector{
 		m.Requests, m.RequestDuration, m.Selections, m.Fallbacks, m.ProbesSent, m.ProbeResults,
-		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths, &m.gauges,
+		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths,
+		m.OutlierEjections, m.OutlierReturns, &m.gauges,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -159,6 +170,8 @@ func (m *Metrics) DeleteRoute(route string) {
 	m.ProbeResults.DeletePartialMatch(l)
 	m.ProbeDuration.DeletePartialMatch(l)
 	m.UpstreamErrors.DeletePartialMatch(l)
+	m.OutlierEjections.DeletePartialMatch(l)
+	m.OutlierReturns.DeletePartialMatch(l)
 }
 
 // DeleteEndpoint drops the selection series of an endpoint that left a route.

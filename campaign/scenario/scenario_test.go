@@ -87,6 +87,7 @@ func TestParse_ErrorsNameTheField(t *testing.T) {
 			"workload.routes[0].backends[0].probeFault", "allowed: none, timeout, 500, malformed, stale_timestamp"},
 		{"bad name", strings.Replace(minimal, "name: tiny", "name: Tiny Scenario", 1), "name", "lower-case"},
 		{"negative connection cap", minimal + "  maxConnections: -1\n", "load.maxConnections", ">= 0"},
+		{"timeout beyond the histogram", minimal + "  timeout: 45s\n", "load.timeout", "want at most 30s"},
 		{"negative latency memory", minimal + "ingress:\n  policy:\n    latencyMemory: -1s\n", "ingress.policy.latencyMemory", ""},
 	}
 	for _, tc := range tests {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -271,6 +272,11 @@ func (v *validator) load(l *Load) {
 		v.phase(fmt.Sprintf("load.open[%d]", i), &l.Open[i])
 	}
 	v.duration("load.timeout", l.Timeout, true, false)
+	if t, err := time.ParseDuration(string(l.Timeout)); err == nil && t > load.MaxTimeout {
+		// Said here, not at the first run's load: longer latencies would
+		// be clamped at the histogram's ceiling.
+		v.add("load.timeout", "got %s, want at most %s (half the latency histogram's %s ceiling)", l.Timeout, load.MaxTimeout, 2*load.MaxTimeout)
+	}
 	if l.MaxWorkers < 0 {
 		v.add("load.maxWorkers", "got %d, want >= 0 (0 = automatic)", l.MaxWorkers)
 	}

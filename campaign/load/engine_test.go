@@ -378,6 +378,11 @@ func TestRun_AchievedRateExcludesDrainedRequests(t *testing.T) {
 	if got := res.Summary().AchievedRate; got != 0 {
 		t.Errorf("achieved rate = %v, want 0", got)
 	}
+	// Goodput counts by intended send time: every request of the window
+	// was waited for and succeeded, so it is the offered rate.
+	if want := float64(res.Sent) / res.Duration.Seconds(); res.Succeeded != res.Sent || res.Summary().Goodput != want {
+		t.Errorf("succeeded %d of %d, goodput %v; want every drained success counted, goodput %v", res.Succeeded, res.Sent, res.Summary().Goodput, want)
+	}
 }
 
 func TestSummary_PercentilesFromHistogram(t *testing.T) {

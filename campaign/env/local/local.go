@@ -185,7 +185,9 @@ func (e *Env) Setup(ctx context.Context) error {
 				seed++
 				name := fmt.Sprintf("backend-%s-%d", g.Name, i)
 				addrFile := filepath.Join(tmp, name+".addr")
-				args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10)}, g.Args()...)
+				// No shutdown grace: it covers a load balancer's endpoint
+				// propagation, and here the ingress stops at the same time.
+				args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10), "--shutdown-grace", "0"}, g.Args()...)
 				p, err := e.start(name, e.opts.BackendBin, args)
 				if err != nil {
 					return err

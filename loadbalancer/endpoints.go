@@ -9,6 +9,9 @@ type endpoint struct {
 	inFlight int
 	errors   uint64
 	health   errorRate // recent outcomes, for error aversion
+	// busySince is when the endpoint last went from idle to busy and
+	// lastDone when it last finished a request: for stall detection.
+	busySince, lastDone time.Time
 }
 
 // Pool removal reasons, indexes into base.removals.
@@ -85,6 +88,9 @@ func (b *base) setEndpoints(addrs []string) (old []endpoint, oldIdx map[string]i
 // pick records a pick of endpoint i and returns its token.
 func (b *base) pick(i int) Picked {
 	e := &b.eps[i]
+	if e.inFlight == 0 {
+		e.busySince = b.now
+	}
 	e.picks++
 	e.inFlight++
 	b.picks++
@@ -119,6 +125,9 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 		e.errors++
 	}
 	e.health.observe(now, status)
+	if now.After(e.lastDone) {
+		e.lastDone = now
+	}
 	return i
 }
 
@@ -154,7 +163,7 @@ func (b *base) stats(poolSize int) Stats {
 		PoolRemovals:  make(map[string]uint64, numRemovalReasons),
 	}
 	for i, e := range b.eps {
-		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: e.inFlight, Errors: e.errors, Averse: e.health.averse(b.now)}
+		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: e.inFlight, Errors: e.errors, Averse: b.averse(i)}
 	}
 	for i, o := range outcomeIndex {
 		if i < len(outcomeIndex)-1 || b.outcomes[i] > 0 {

@@ -31,6 +31,13 @@ const (
 	AversionMinSamples = 5
 	// AversionDecay is the time constant of the outcome counts.
 	AversionDecay = 2 * time.Second
+	// AversionStall: an endpoint with requests in flight that has finished
+	// none for this long is averse too. A replica that hangs reports its
+	// failures only when they time out (seconds later); meanwhile the
+	// policies that do not read in-flight counts kept sending it its full
+	// share. A replica with at least one working slot finishes a request
+	// every service time, far below this.
+	AversionStall = time.Second
 )
 
 // errorRate is an endpoint's decayed failure and outcome counts.
@@ -83,7 +90,17 @@ func (r *errorRate) averse(now time.Time) bool {
 
 // averse reports whether endpoint i is to be avoided at the time of the
 // call in progress (b.now).
-func (b *base) averse(i int) bool { return b.eps[i].health.averse(b.now) }
+func (b *base) averse(i int) bool {
+	e := &b.eps[i]
+	return e.health.averse(b.now) || (e.inFlight > 0 && b.now.Sub(later(e.busySince, e.lastDone)) > AversionStall)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 // see advances the policy's notion of the current time (for Stats, which
 // has no time argument); calls may arrive slightly out of order.

@@ -302,3 +302,34 @@ func TestExcludeKeepsEndpointOutUntilItEnds(t *testing.T) {
 		})
 	}
 }
+
+// A replica that hangs (requests in flight, none finished) is avoided once
+// it has finished nothing for AversionStall, before any failure is
+// reported; round-robin and random would otherwise send it its full share
+// until the first timeout.
+func TestErrorAversionAvoidsStalledReplica(t *testing.T) {
+	for _, name := range []string{NameRoundRobin, NameRandom, NameP2C, NamePeakEWMA} {
+		t.Run(name, func(t *testing.T) {
+			p := newPolicy(t, name, 3, nil)
+			rng := newRNG()
+			hang := addrs(3)[0]
+			late := 0
+			for ms := 0; ms < 3000; ms += 5 {
+				pk := mustPick(t, p, at(ms), rng)
+				if pk.Endpoint == hang {
+					if ms > int(AversionStall/time.Millisecond)+50 {
+						late++
+					}
+					continue // never finishes
+				}
+				p.Done(at(ms+1), pk, time.Millisecond, 200)
+			}
+			if late != 0 {
+				t.Fatalf("the hung replica got %d picks after it stalled", late)
+			}
+			if !p.Stats().Endpoints[0].Averse {
+				t.Fatalf("the hung replica is not shown averse")
+			}
+		})
+	}
+}

@@ -125,7 +125,9 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 		e.errors++
 	}
 	e.health.observe(now, status)
-	if now.After(e.lastDone) {
+	// Only an answer shows the endpoint working: timeouts and clients
+	// giving up on a hung endpoint arrive steadily and must not.
+	if status >= 100 && status != 499 && now.After(e.lastDone) {
 		e.lastDone = now
 	}
 	return i

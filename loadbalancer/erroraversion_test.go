@@ -333,3 +333,38 @@ func TestErrorAversionAvoidsStalledReplica(t *testing.T) {
 		})
 	}
 }
+
+// Clients giving up on a hung replica (499) arrive steadily once the first
+// give up; they are not answers, so they do not end its stall: without
+// that the replica got its full share again from the first 499 on.
+func TestErrorAversionStallIgnoresClientsLeaving(t *testing.T) {
+	p := newPolicy(t, NameRoundRobin, 3, nil)
+	rng := newRNG()
+	hang := addrs(3)[0]
+	type hungReq struct {
+		pk Picked
+		at int
+	}
+	var hung []hungReq
+	late := 0
+	for ms := 0; ms < 4000; ms += 5 {
+		for len(hung) > 0 && ms-hung[0].at >= 1200 {
+			p.Done(at(ms), hung[0].pk, 1200*time.Millisecond, 499)
+			hung = hung[1:]
+		}
+		pk := mustPick(t, p, at(ms), rng)
+		if pk.Endpoint == hang {
+			if ms >= 1500 {
+				late++
+			}
+			hung = append(hung, hungReq{pk, ms})
+			continue
+		}
+		p.Done(at(ms+1), pk, time.Millisecond, 200)
+	}
+	fair := (4000 - 1500) / 5 / 3
+	t.Logf("hung replica: %d picks after 1.5 s, fair share %d", late, fair)
+	if late > fair*6/10 {
+		t.Fatalf("the hung replica got %d picks after 1.5 s, more than 60%% of its fair share %d", late, fair)
+	}
+}

@@ -107,6 +107,11 @@ func measure(r *runData) runMetrics {
 	if l.ErrorRate == 0 && l.Sent > 0 {
 		m.ErrorRate = float64(l.Errors) / float64(l.Sent) // v1 has no error_rate field
 	}
+	if r.Hist.TotalCount() == 0 {
+		// No success, no success latency: an empty histogram reads 0 ms,
+		// the best latency there is, for a run that failed every request.
+		m.P50, m.P99, m.P999 = math.NaN(), math.NaN(), math.NaN()
+	}
 	return m
 }
 

@@ -29,6 +29,7 @@ const (
 	issueOutstanding   = "requests still unanswered when the run stopped waiting (in no latency figure)"
 	issueDropped       = "scheduled sends dropped (every load worker stuck for a whole timeout; in no latency or error figure)"
 	issueErrors        = "requests failed"
+	issueNoSuccess     = "no successful request: no success latency (left out of the latency figures; the error rate and the pessimistic view show the run)"
 	issueNoSeries      = "no " + artifacts.TimeseriesFile + " (missing from the p99-over-time plot)"
 	issueNoSnapshots   = "no ingress state snapshots (selection shares and probe counters missing)"
 	issueCounterReset  = "an ingress counter went backwards inside the window (reset or restart): counts partial"
@@ -48,7 +49,7 @@ var nouns = map[string][2]string{
 }
 
 var issueOrder = []string{issueFailed, issueInvalid, issueUnverified, issueUnderTarget, issueUnderTargetV1, issueSendLag,
-	issueLateV1, issueConnCap, issueClamped, issueOutstanding, issueDropped, issueErrors, issueNoSeries, issueNoSnapshots,
+	issueLateV1, issueConnCap, issueClamped, issueOutstanding, issueDropped, issueErrors, issueNoSuccess, issueNoSeries, issueNoSnapshots,
 	issueCounterReset, issueNoPicks, issueNoValidRun, issueFewForCI, issueCannotReach}
 
 // connCapTrace is the share of requests held back by the connection cap
@@ -108,6 +109,9 @@ func runIssues(ds *dataset, r *runData) []runIssue {
 	}
 	if l.Errors > 0 {
 		add(issueErrors, "%d of %d, %.2f%%%s", l.Errors, l.Sent, pct(l.Errors, l.Sent), statusSummary(l.StatusCodes))
+	}
+	if l.Sent > 0 && r.Hist != nil && r.Hist.TotalCount() == 0 {
+		add(issueNoSuccess, "%d sent", l.Sent)
 	}
 	if r.Series == nil {
 		out = append(out, runIssue{issueNoSeries, r.Dir, ""})

@@ -209,3 +209,42 @@ func TestAnalyze_EmptyPercentileBlockIsUnavailableNotZero(t *testing.T) {
 		t.Errorf("pessimistic p99 over %d runs, low %v; want 3 runs and no 0", m.N, m.Lo)
 	}
 }
+
+// A valid run in which every request failed has no success latency: its
+// empty histogram must not read as 0 ms (the best latency there is) and
+// make the algorithm look fast; it is left out of the latency figures and
+// said so.
+func TestAnalyze_RunWithoutSuccessHasNoSuccessLatency(t *testing.T) {
+	dir := fixture(t, reportstest.Default(6))
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Plan[0]
+	empty, err := artifacts.EncodeHistogram(artifacts.NewHistogram())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, p.Dir, artifacts.HistogramFile), empty, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := reports.Analyze(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"p50_ms", "p99_ms", "p999_ms"} {
+		m := metricOf(t, a, p.Algorithm, key)
+		if len(m.Values) != 5 {
+			t.Errorf("%s %s over %d runs, want 5 (the run without a success left out)", p.Algorithm, key, len(m.Values))
+		}
+		for _, v := range m.Values {
+			if v == 0 {
+				t.Errorf("%s %s has a 0 ms run", p.Algorithm, key)
+			}
+		}
+	}
+	joined := strings.Join(a.Warnings, "\n")
+	if !strings.Contains(joined, "No successful request") || !strings.Contains(joined, p.Dir[strings.LastIndex(p.Dir, "/")+1:]) {
+		t.Errorf("warnings do not name the run without a success:\n%s", joined)
+	}
+}

@@ -58,6 +58,7 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 	writeComparisons(w, a)
 	writeShares(w, a)
 	writeHealth(w, a)
+	writeFaulty(w, ds, a) // reports/faulty.go: only for scenarios with faulty replicas
 	p("## Plots\n\n")
 	if len(plots) == 0 {
 		p("No plots: no successful run.\n\n")

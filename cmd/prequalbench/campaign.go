@@ -87,7 +87,11 @@ the ingress and the backends are reset and the reset is verified; a warmup is
 discarded; the measured window's latency histogram, per-second series and
 the ingress state before and after are written under
 <out>/<UTC time>-<scenario>/. A failed run is recorded and the campaign goes
-on. Ctrl-C keeps every finished run; --resume DIR finishes the campaign.`,
+on. Ctrl-C (or kill -9) keeps every finished run; --resume DIR finishes the
+campaign, running again what is missing, failed or unreadable. One process
+at a time runs a campaign directory (a second --resume is refused), and a
+resume on other binaries, revision or host needs --force. In the local env a
+backend or ingress that dies fails its run and stops the campaign.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCampaign(cmd, f) },
 	}

@@ -174,6 +174,10 @@ func runLine(r artifacts.Run, total int) string {
 	if !r.ResetVerified {
 		reset = "RESET NOT VERIFIED"
 	}
-	return fmt.Sprintf("%s ok  %s  err %5.2f%%  success p50 %7.1f p99 %7.1f p99.9 %7.1f ms  lag p99 %5.2f ms  %s  %s",
-		head, goodput, 100*errorRate(l), l.P50, l.P99, l.P999, l.SendLag.P99, reset, validity)
+	latency := fmt.Sprintf("success p50 %7.1f p99 %7.1f p99.9 %7.1f ms", l.P50, l.P99, l.P999)
+	if l.Sent > 0 && l.Succeeded == 0 {
+		latency = "no success, so no success latency"
+	}
+	return fmt.Sprintf("%s ok  %s  err %5.2f%%  %s  lag p99 %5.2f ms  %s  %s",
+		head, goodput, 100*errorRate(l), latency, l.SendLag.P99, reset, validity)
 }

@@ -18,7 +18,7 @@ func progressRun(p Progress) {
 		p.Second()
 	}
 	p.RunEnd(artifacts.Run{PlannedRun: pr, Status: artifacts.StatusOK, ResetVerified: true,
-		Load: artifacts.LoadResult{P50: 1, P99: 2, P999: 3, Goodput: 99, TargetRate: 100, Sent: 200, Errors: 2,
+		Load: artifacts.LoadResult{P50: 1, P99: 2, P999: 3, Goodput: 99, TargetRate: 100, Sent: 200, Errors: 2, Succeeded: 198,
 			LateSends: 17, SendLag: artifacts.Percentiles{P99: 0.4}},
 		Validity: artifacts.Validity{Valid: true}})
 	p.RunStart(artifacts.PlannedRun{Index: 3, Rep: 2, Algorithm: "round-robin"}, 0, time.Second)

@@ -3,6 +3,7 @@ package campaign
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -25,7 +26,7 @@ type AlgorithmSummary struct {
 	TargetRate        float64 // offered rps (open loop); 0 for closed loop
 	Goodput           float64 // successes per second of the window
 	ErrorRate         float64 // failures of every class / sent
-	P50, P99, P999    float64 // success latency, ms
+	P50, P99, P999    float64 // success latency, ms; NaN when no run had a success
 	SendLagP99        float64 // ms
 }
 
@@ -58,9 +59,9 @@ func Summarize(algorithms []string, runs []artifacts.Run) []AlgorithmSummary {
 		s.TargetRate = medianOf(use, func(l artifacts.LoadResult) float64 { return l.TargetRate })
 		s.Goodput = medianOf(use, func(l artifacts.LoadResult) float64 { return l.Goodput })
 		s.ErrorRate = medianOf(use, errorRate)
-		s.P50 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.P50 })
-		s.P99 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.P99 })
-		s.P999 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.P999 })
+		s.P50 = medianOf(use, successLatency(func(l artifacts.LoadResult) float64 { return l.P50 }))
+		s.P99 = medianOf(use, successLatency(func(l artifacts.LoadResult) float64 { return l.P99 }))
+		s.P999 = medianOf(use, successLatency(func(l artifacts.LoadResult) float64 { return l.P999 }))
 		s.SendLagP99 = medianOf(use, func(l artifacts.LoadResult) float64 { return l.SendLag.P99 })
 		out = append(out, s)
 	}
@@ -76,17 +77,42 @@ func errorRate(l artifacts.LoadResult) float64 {
 	return float64(l.Errors) / float64(l.Sent)
 }
 
-// medianOf is the median of f over runs, as the report computes it; 0 for
-// no runs.
+// successLatency wraps a latency figure: NaN for a run that sent requests
+// and had no success, whose empty histogram would read 0 ms.
+func successLatency(f func(artifacts.LoadResult) float64) func(artifacts.LoadResult) float64 {
+	return func(l artifacts.LoadResult) float64 {
+		if l.Sent > 0 && l.Succeeded == 0 {
+			return math.NaN()
+		}
+		return f(l)
+	}
+}
+
+// medianOf is the median of f over runs, as the report computes it,
+// leaving out NaN (no figure); 0 for no runs, NaN when no run has the
+// figure.
 func medianOf(runs []artifacts.LoadResult, f func(artifacts.LoadResult) float64) float64 {
 	if len(runs) == 0 {
 		return 0
 	}
-	xs := make([]float64, len(runs))
-	for i, l := range runs {
-		xs[i] = f(l)
+	var xs []float64
+	for _, l := range runs {
+		if x := f(l); !math.IsNaN(x) {
+			xs = append(xs, x)
+		}
+	}
+	if len(xs) == 0 {
+		return math.NaN()
 	}
 	return stats.Median(xs)
+}
+
+// msCell prints a latency, "-" when there is none.
+func msCell(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", x)
 }
 
 // WriteSummary prints the per-algorithm table: goodput (of the target),
@@ -115,7 +141,7 @@ func WriteSummary(w io.Writer, sums []AlgorithmSummary) error {
 			fromInvalid = true
 		}
 		if err := t.Append(s.Algorithm, runs, goodput, fmt.Sprintf("%.2f%%", 100*s.ErrorRate),
-			fmt.Sprintf("%.1f", s.P50), fmt.Sprintf("%.1f", s.P99), fmt.Sprintf("%.1f", s.P999),
+			msCell(s.P50), msCell(s.P99), msCell(s.P999),
 			fmt.Sprintf("%.2f", s.SendLagP99)); err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 func summaryRun(algo, status string, valid bool, goodput, p99 float64, errors uint64) artifacts.Run {
 	return artifacts.Run{PlannedRun: artifacts.PlannedRun{Algorithm: algo}, Status: status,
 		Validity: artifacts.Validity{Valid: valid},
-		Load: artifacts.LoadResult{TargetRate: 100, Goodput: goodput, P99: p99, Sent: 1000, Errors: errors,
+		Load: artifacts.LoadResult{TargetRate: 100, Goodput: goodput, P99: p99, Sent: 1000, Errors: errors, Succeeded: 1000 - errors,
 			AchievedRate: 1, SendLag: artifacts.Percentiles{P99: p99 / 100}}}
 }
 
@@ -55,5 +55,29 @@ func TestWriteSummary_GoodputErrorsValidity(t *testing.T) {
 		if strings.Contains(out, gone) {
 			t.Errorf("summary still shows %q:\n%s", gone, out)
 		}
+	}
+}
+
+// A run that failed every request has no success latency: its empty
+// histogram's 0 ms must not pull the median down or show as the best.
+func TestSummarize_RunWithoutSuccessHasNoLatency(t *testing.T) {
+	allFailed := summaryRun("a", "ok", true, 0, 0, 1000)
+	runs := []artifacts.Run{allFailed, summaryRun("a", "ok", true, 90, 40, 100), summaryRun("a", "ok", true, 90, 60, 100),
+		summaryRun("b", "ok", true, 0, 0, 1000)}
+	got := Summarize([]string{"a", "b"}, runs)
+	if got[0].P99 != 50 {
+		t.Errorf("a: p99 %v, want 50 (the median of the runs with successes)", got[0].P99)
+	}
+	var w strings.Builder
+	if err := WriteSummary(&w, got); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(w.String(), "\n") {
+		if strings.Contains(line, " b ") && strings.Contains(line, "0.0 ") && !strings.Contains(line, "│ -") {
+			t.Errorf("b failed every request but shows a latency: %s", line)
+		}
+	}
+	if line := runLine(allFailed, 1); !strings.Contains(line, "no success") || strings.Contains(line, "success p50") {
+		t.Errorf("run line %q shows a latency for a run without a success", line)
 	}
 }

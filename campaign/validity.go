@@ -18,7 +18,10 @@ const (
 	HostIdleFloor = 10.0
 	// HostBusySeconds is how many such seconds a window may have: a
 	// couple are the odd burst of another process, more is saturation.
+	// A short window may have at most a quarter of its seconds busy
+	// (HostBusyShare), so 3 of a 4 s window cannot pass.
 	HostBusySeconds = 3
+	HostBusyShare   = 0.25
 	// SendLagFloor and SendLagShare bound the send-lag p99: at most
 	// max(SendLagFloor, SendLagShare × the success p50). Below 5 ms lag is
 	// timer granularity and scheduling noise; above 1% of the p50 the
@@ -42,9 +45,12 @@ const (
 // reported (the report's warnings), not a reason to discard the run.
 func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64) artifacts.Validity {
 	var reasons []string
-	if busy, measured := busySeconds(series); measured && busy > HostBusySeconds {
-		reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window (at most %d s allowed): the host, not the system, set the pace",
-			HostIdleFloor, busy, HostBusySeconds))
+	if busy, measured := busySeconds(series); measured > 0 {
+		allowed := min(HostBusySeconds, int(math.Ceil(HostBusyShare*float64(measured))))
+		if busy > allowed {
+			reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window's %d (at most %d s allowed): the host, not the system, set the pace",
+				HostIdleFloor, busy, measured, allowed))
+		}
 	}
 	if l.SendLag.Count > 0 {
 		limit := math.Max(SendLagFloor, SendLagShare*l.Success.P50)
@@ -72,13 +78,13 @@ func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64) 
 }
 
 // busySeconds counts the window's seconds with the host idle below
-// HostIdleFloor; measured is false when no second had a host reading.
-func busySeconds(series []load.Second) (busy int, measured bool) {
+// HostIdleFloor, out of the measured seconds (those with a host reading).
+func busySeconds(series []load.Second) (busy, measured int) {
 	for _, s := range series {
 		if s.CPU == nil || math.IsNaN(s.CPU.HostIdle) {
 			continue
 		}
-		measured = true
+		measured++
 		if s.CPU.HostIdle < HostIdleFloor {
 			busy++
 		}

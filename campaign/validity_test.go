@@ -55,11 +55,19 @@ func TestJudge_HostWithoutHeadroomIsInvalid(t *testing.T) {
 	busy4 := []uint64{40, 19, 19, 40, 19, 40, 19, 40, 40, 40}
 	busy3 := []uint64{40, 19, 19, 40, 19, 40, 40, 40, 40, 40}
 	v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400)
-	if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], "host idle below 10% for 4 s") {
+	if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], "host idle below 10% for 4 s of the window's 10") {
 		t.Errorf("4 busy seconds: %+v; want invalid, host idle below 10%% for 4 s", v)
 	}
 	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3), 4400); !v.Valid {
 		t.Errorf("3 busy seconds (the allowance): %+v, want valid", v)
+	}
+	// A short window may have at most a quarter of its seconds busy: 2 of
+	// 4 is saturation, 1 of 4 the odd burst.
+	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 19, 40}), 4400); v.Valid || !strings.Contains(v.Reasons[0], "2 s of the window's 4 (at most 1 s allowed)") {
+		t.Errorf("2 busy seconds of 4: %+v, want invalid", v)
+	}
+	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 40, 40}), 4400); !v.Valid {
+		t.Errorf("1 busy second of 4: %+v, want valid", v)
 	}
 	// No host readings (kube env, simulator): nothing to judge the host by.
 	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}, 4400); !v.Valid {

@@ -64,8 +64,14 @@ func MkdirAllSync(dir string) error {
 // caller must own dir exclusively (see the campaign lock): a temp file of
 // a live writer would be removed too. It returns how many it removed.
 func RemoveStaleTemp(dir string) (int, error) {
+	// WalkDir does not descend into a symlinked root (a campaign resumed
+	// through a link such as results/latest): walk what it points to.
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return 0, fmt.Errorf("artifacts: removing stale temp files: %w", err)
+	}
 	n := 0
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil

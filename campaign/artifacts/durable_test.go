@@ -87,3 +87,31 @@ func TestRemoveStaleTemp_RemovesOnlyWriteFileAtomicLeftovers(t *testing.T) {
 		}
 	}
 }
+
+// A campaign resumed through a symlink (results/latest -> the campaign):
+// WalkDir does not follow a symlinked root, so the leftovers were kept.
+func TestRemoveStaleTemp_FollowsASymlinkedCampaignDir(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "campaign")
+	stale := filepath.Join(real, "runs", "01", "."+RunFile+TempMarker+"9")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "latest")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	n, err := RemoveStaleTemp(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("removed %d, want 1", n)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("%s still there (%v)", stale, err)
+	}
+}

@@ -183,6 +183,9 @@ type engine struct {
 	pick   *picker
 
 	windowStart, windowEnd time.Time
+	// lastCPU is the CPU use of the window's last second, sampled by tick
+	// at the window's end (nil when not sampled).
+	lastCPU *CPU
 }
 
 // tick runs the clock of the run: a progress call per warmup second, the
@@ -247,6 +250,9 @@ func (e *engine) tick(ctx context.Context, start time.Time, stop <-chan struct{}
 	if !wait(e.windowEnd) {
 		return
 	}
+	// The last second's CPU is the window's, not the drain's after it
+	// (its row closes after the drain, for the answers still coming).
+	e.lastCPU = e.sampleCPU()
 	boundary(e.cfg.OnWindowEnd, &ended)
 	// Wait for the stop: the last row is closed after the drain.
 	<-stop
@@ -259,8 +265,15 @@ func (e *engine) sampleCPU() *CPU {
 	return e.cfg.SampleCPU()
 }
 
+// finish closes the last row, with the CPU sampled at the window's end
+// when the clock reached it (else now), and returns the totals. Call it
+// after tick has returned.
 func (e *engine) finish() *Result {
-	row := e.rec.closeSecond(e.sampleCPU())
+	cpu := e.lastCPU
+	if cpu == nil {
+		cpu = e.sampleCPU()
+	}
+	row := e.rec.closeSecond(cpu)
 	if e.cfg.OnSecond != nil {
 		e.cfg.OnSecond(row)
 	}

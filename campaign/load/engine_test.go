@@ -408,3 +408,40 @@ func TestSummary_PercentilesFromHistogram(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 }
+
+// The last second's CPU reading ends at the window's end, not after the
+// drain: a host idle while the run waits for its last answers must not
+// hide a saturated last second. The server holds every answer until the
+// window has ended; a reading taken after that is marked.
+func TestRun_LastSecondCPUIsSampledAtTheWindowEnd(t *testing.T) {
+	var released atomic.Bool
+	release := make(chan struct{})
+	s := server(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	var once sync.Once
+	res := run(t, Config{
+		Targets: []Target{{URL: s.URL}},
+		Open:    []Phase{{Kind: KindConstant, Rate: 20, Duration: 1500 * time.Millisecond}},
+		Timeout: 10 * time.Second,
+		SampleCPU: func() *CPU {
+			if released.Load() {
+				return &CPU{HostIdle: 1} // taken during the drain
+			}
+			return &CPU{HostIdle: 0}
+		},
+		OnWindowEnd: func() {
+			once.Do(func() { released.Store(true); close(release) })
+		},
+	})
+	if res.Succeeded != res.Sent || res.Sent == 0 {
+		t.Fatalf("succeeded %d of %d", res.Succeeded, res.Sent)
+	}
+	last := res.Series[len(res.Series)-1]
+	if last.CPU == nil || last.CPU.HostIdle != 0 {
+		t.Errorf("last row's CPU %+v was sampled during the drain, want at the window's end", last.CPU)
+	}
+}

@@ -90,6 +90,9 @@ func (in Ingress) Args() []string {
 	if in.ProbeQueueSize > 0 {
 		args = append(args, "--probe-queue-size", strconv.Itoa(in.ProbeQueueSize))
 	}
+	if in.Retry {
+		args = append(args, "--retry")
+	}
 	return args
 }
 
@@ -183,7 +186,7 @@ func (l Load) StartRate() float64 {
 }
 
 // Scale multiplies every duration of the load and the protocol (phases,
-// burst periods, warmup, cooldown, antagonist schedules) by f, for a quick
+// burst periods, warmup, cooldown, antagonist schedules, churn period) by f, for a quick
 // look. Request timeouts, service times and policy ages are not scaled:
 // they are properties of the system, not of the experiment's length.
 func (s *Scenario) Scale(f float64) {
@@ -219,5 +222,8 @@ func (s *Scenario) Scale(f float64) {
 				sc(&g.Antagonists[k].Every)
 			}
 		}
+	}
+	if s.Churn != nil {
+		sc(&s.Churn.Every)
 	}
 }

@@ -26,6 +26,9 @@ type Scenario struct {
 	// Simulation tunes --env sim (see Simulation); real environments
 	// reject it.
 	Simulation *Simulation `json:"simulation,omitempty"`
+	// Churn scales a backend group up and down during the measured
+	// window (see Churn); environments that cannot scale reject it.
+	Churn *Churn `json:"churn,omitempty"`
 }
 
 // Workload is what the ingress routes to.
@@ -198,6 +201,9 @@ type Ingress struct {
 	ProbeTimeout   Duration `json:"probeTimeout,omitempty"`
 	ProbeWorkers   int      `json:"probeWorkers,omitempty"`
 	ProbeQueueSize int      `json:"probeQueueSize,omitempty"`
+	// Retry makes the ingress retry a request once on another endpoint
+	// when connecting fails (--retry).
+	Retry bool `json:"retry,omitempty"`
 }
 
 // Policy is Prequal's parameters (flags --prequal-*).

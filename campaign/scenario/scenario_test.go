@@ -57,7 +57,7 @@ func TestParse_ErrorsNameTheField(t *testing.T) {
 		field string
 		want  string // substring of the message
 	}{
-		{"unknown top-level field", minimal + "bogus: 1\n", "bogus", "allowed: description, ingress, load, name, protocol, simulation, workload"},
+		{"unknown top-level field", minimal + "bogus: 1\n", "bogus", "allowed: churn, description, ingress, load, name, protocol, simulation, workload"},
 		{"unknown nested field", strings.Replace(minimal, "replicas: 2", "replicas: 2\n          servicetime: 5ms", 1),
 			"workload.routes[0].backends[0].servicetime", "unknown field; allowed:"},
 		{"bad mode", strings.Replace(minimal, "replicas: 2", "replicas: 2\n          mode: disk", 1),

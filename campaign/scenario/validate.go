@@ -121,6 +121,9 @@ func (s *Scenario) applyDefaults() {
 	if s.Simulation != nil {
 		s.Simulation.applyDefaults()
 	}
+	if s.Churn != nil {
+		s.Churn.applyDefaults()
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
@@ -137,6 +140,7 @@ func (s *Scenario) Validate() Errors {
 	v.protocol(&s.Protocol)
 	v.ingress(&s.Ingress)
 	v.simulation(s.Simulation)
+	v.churn(s.Churn, &s.Workload)
 	return v.errs
 }
 

@@ -94,7 +94,7 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.DurationVar(&f.clientBodyTimeout, "client-body-timeout", 60*time.Second, "longest wait between two reads of a request body before answering 408 (nginx client_body_timeout)")
 	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
 		"comma-separated CIDRs (or IPs) of proxies whose X-Forwarded-For and X-Real-IP are kept; from any other peer both are set from the peer's address")
-	fl.BoolVar(&f.retry, "retry", false, "retry once on another endpoint when connecting fails (idempotent requests without body)")
+	fl.BoolVar(&f.retry, "retry", false, "also retry idempotent requests without a body whose exchange failed before headers (a failed connect is always retried once on another endpoint)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "drain deadline for in-flight requests on SIGTERM")
 	defDelay := time.Duration(0)
 	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {

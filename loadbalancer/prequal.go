@@ -60,6 +60,8 @@ import (
 //     the oldest probe.
 //   - Probe failures are counted, and the replica's entry stays until it
 //     ages out or is removed: the paper leaves error aversion unspecified.
+//     Request failures drive it here (erroraversion.go): a replica whose
+//     recent requests fail is ranked below every other probe (catAverse).
 type prequal struct {
 	base
 	cfg PrequalConfig

@@ -3,6 +3,7 @@ package sim
 import (
 	"math/bits"
 	"slices"
+	"time"
 )
 
 // The latency estimator behind a replica's probe answer, ported from
@@ -12,6 +13,12 @@ import (
 // buckets until it has EstimatorMinSamples. backend/testdata/
 // estimator-vectors.json keeps the two in step (read by go test and cargo
 // test).
+//
+// By count, a replica whose last samples near RIF 0 came out slow is
+// avoided by every client and so never gets the samples that would clear
+// it. The idle max age (WithIdleMaxAge) bounds that as the backend's
+// --latency-idle-max-age does: at RIF 0 only, samples older than the age do
+// not count, so the replica answers "unknown" and is explored again.
 
 // Constants of estimator.rs.
 const (
@@ -24,6 +31,11 @@ const (
 	estSubBits      = 3  // above it, 8 buckets per power of two
 	estNumBuckets   = estExact + 8*(64-6)
 )
+
+// DefaultIdleMaxAge is the backend's default --latency-idle-max-age
+// (backend/src/estimator.rs DEFAULT_IDLE_MAX_AGE_MS; the shared vectors
+// check that the two agree); 0 is off.
+const DefaultIdleMaxAge time.Duration = 0
 
 type estSample struct {
 	latencyMS float64
@@ -73,9 +85,11 @@ func BucketOf(rif uint64) int {
 type Estimator struct {
 	buckets  [estNumBuckets]*estBucket
 	windowNS int64
-	newestNS int64
-	any      bool
-	scratch  []float64
+	// idleMaxAgeNS applies by count (windowNS 0) at RIF 0 only; 0 is off.
+	idleMaxAgeNS int64
+	newestNS     int64
+	any          bool
+	scratch      []float64
 }
 
 // NewEstimator returns an empty estimator whose samples count for windowNS,
@@ -83,6 +97,16 @@ type Estimator struct {
 // their age.
 func NewEstimator(windowNS int64) *Estimator {
 	return &Estimator{windowNS: windowNS, scratch: make([]float64, 0, 2*EstimatorRing)}
+}
+
+// WithIdleMaxAge makes an estimator by count (window 0) ignore, while the
+// replica is idle (RIF 0), samples older than ageNS, so a replica avoided
+// since a slow spell answers "unknown" and is explored again. Only an idle
+// replica needs it: with a request in flight a fresh sample is on its way.
+// 0 turns it off; a time window ignores it.
+func (e *Estimator) WithIdleMaxAge(ageNS int64) *Estimator {
+	e.idleMaxAgeNS = max(ageNS, 0)
+	return e
 }
 
 // Record adds a finished request; finishNS must not go backwards.
@@ -122,8 +146,11 @@ type Estimate struct {
 // least EstimatorMinSamples are found or every bucket has been looked at.
 func (e *Estimator) Estimate(currentRIF uint64, nowNS int64) Estimate {
 	cutoff, limit := int64(0), EstimatorRecent
-	if e.windowNS > 0 {
+	switch {
+	case e.windowNS > 0:
 		cutoff, limit = max(nowNS-e.windowNS, 0), EstimatorRing // saturating_sub on u64
+	case currentRIF == 0 && e.idleMaxAgeNS > 0:
+		cutoff = max(nowNS-e.idleMaxAgeNS, 0)
 	}
 	if !e.any || e.newestNS < cutoff {
 		return Estimate{}

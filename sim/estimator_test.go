@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // vectorsFile is shared with the backend's cargo test
@@ -17,6 +18,8 @@ type vectorCase struct {
 	Name     string            `json:"name"`
 	WindowMS int64             `json:"window_ms"`
 	Events   []json.RawMessage `json:"events"`
+	// IdleMaxAgeMS is absent for the default (DefaultIdleMaxAge).
+	IdleMaxAgeMS *int64 `json:"idle_max_age_ms"`
 	// The first version of the file: window_ns and ops objects.
 	WindowNS int64      `json:"window_ns"`
 	Ops      []vectorOp `json:"ops"`
@@ -81,7 +84,11 @@ func TestEstimatorVectors(t *testing.T) {
 			probes += replayOps(t, c)
 			continue
 		}
-		e := NewEstimator(c.WindowMS * ms)
+		idleAge := int64(DefaultIdleMaxAge)
+		if c.IdleMaxAgeMS != nil {
+			idleAge = *c.IdleMaxAgeMS * ms
+		}
+		e := NewEstimator(c.WindowMS * ms).WithIdleMaxAge(idleAge)
 		for i, raw := range c.Events {
 			var ev []any
 			if err := json.Unmarshal(raw, &ev); err != nil || len(ev) < 4 {
@@ -120,17 +127,19 @@ const ms = int64(1_000_000)
 // TestEstimator_RandomHistoriesAgreeWithReference cross-checks the ring
 // buffers against a direct computation over every sample ever recorded,
 // on seeded histories that cross the exact/geometric bucket boundary, age
-// out, overflow rings and widen far, in both modes.
+// out, overflow rings and widen far, in both modes, and by count with an
+// idle max age (probes at RIF 0 are a quarter of them).
 func TestEstimator_RandomHistoriesAgreeWithReference(t *testing.T) {
 	type sample struct {
 		rif      uint64
 		lat      float64
 		finishNS int64
 	}
-	for _, window := range []int64{0, 50 * ms, 1000 * ms} {
+	for _, mode := range []struct{ window, idleAge int64 }{{0, 0}, {50 * ms, 0}, {1000 * ms, 0}, {0, 30 * ms}, {1000 * ms, 30 * ms}} {
+		window := mode.window
 		for seed := uint64(1); seed <= 4; seed++ {
 			r := NewRng(seed * 7919)
-			e := NewEstimator(window)
+			e := NewEstimator(window).WithIdleMaxAge(mode.idleAge)
 			var all []sample
 			var now int64
 			for step := range 3000 {
@@ -146,10 +155,13 @@ func TestEstimator_RandomHistoriesAgreeWithReference(t *testing.T) {
 					continue
 				}
 				rif, at := r.Uint64()%80, now+int64(r.Uint64()%uint64(100*ms))
+				if r.Float64() < 0.25 {
+					rif = 0
+				}
 				got := e.Estimate(rif, at)
-				want := referenceEstimate(all, window, rif, at, func(s sample) (uint64, float64, int64) { return s.rif, s.lat, s.finishNS })
+				want := referenceEstimate(all, window, mode.idleAge, rif, at, func(s sample) (uint64, float64, int64) { return s.rif, s.lat, s.finishNS })
 				if got != want {
-					t.Fatalf("window %d ms seed %d step %d: Estimate(%d, %d) = %+v, reference %+v", window/ms, seed, step, rif, at, got, want)
+					t.Fatalf("window %d ms, idle max age %d ms, seed %d step %d: Estimate(%d, %d) = %+v, reference %+v", window/ms, mode.idleAge/ms, seed, step, rif, at, got, want)
 				}
 			}
 		}
@@ -158,13 +170,16 @@ func TestEstimator_RandomHistoriesAgreeWithReference(t *testing.T) {
 
 // referenceEstimate recomputes an estimate from the full history: per
 // bucket the newest samples (up to the ring, or EstimatorRecent by count)
-// that are recent, widening nearest first.
-func referenceEstimate[S any](all []S, window int64, rif uint64, now int64, get func(S) (uint64, float64, int64)) Estimate {
+// that are recent, widening nearest first. By count, at RIF 0, samples
+// older than idleAge (if > 0) are not recent.
+func referenceEstimate[S any](all []S, window, idleAge int64, rif uint64, now int64, get func(S) (uint64, float64, int64)) Estimate {
 	perBucket := map[int][]float64{} // newest first, recent only
 	counts := map[int]int{}
 	cutoff, limit := int64(0), EstimatorRecent
 	if window > 0 {
 		cutoff, limit = max(now-window, 0), EstimatorRing
+	} else if rif == 0 && idleAge > 0 {
+		cutoff = max(now-idleAge, 0)
 	}
 	for i := len(all) - 1; i >= 0; i-- {
 		r, lat, fin := get(all[i])
@@ -190,4 +205,31 @@ func referenceEstimate[S any](all []S, window int64, rif uint64, now int64, get 
 		return Estimate{}
 	}
 	return Estimate{MedianMS: median(vals), Known: true, Samples: len(vals)}
+}
+
+// TestGroup_LatencyIdleMaxAgeReachesTheEstimator: a group's idle max age
+// is its replicas' (0 the default, negative off), as the backend's flag.
+func TestGroup_LatencyIdleMaxAgeReachesTheEstimator(t *testing.T) {
+	const age = 30 * time.Millisecond
+	for _, c := range []struct {
+		set  time.Duration
+		want time.Duration // 0: off
+	}{{age, age}, {-1, 0}, {0, DefaultIdleMaxAge}} {
+		s, err := newServer(Group{Name: "g", Replicas: 1, ServiceTime: 10 * time.Millisecond, LatencyIdleMaxAge: c.set}, 0, 0, 0, 1000, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.est.Record(0, 400, 0)
+		// An hour idle without the age, just past it with one.
+		late := int64(time.Hour)
+		if c.want > 0 {
+			if got := s.est.Estimate(0, int64(c.want)); !got.Known {
+				t.Errorf("LatencyIdleMaxAge %v: unknown at the age, want the sample", c.set)
+			}
+			late = int64(c.want) + 1
+		}
+		if got := s.est.Estimate(0, late); got.Known == (c.want > 0) {
+			t.Errorf("LatencyIdleMaxAge %v: idle for %v: %+v, want known %v", c.set, time.Duration(late), got, c.want == 0)
+		}
+	}
 }

@@ -27,6 +27,10 @@ type Group struct {
 	// LatencyWindow is how long a latency sample counts; 0 (the backend's
 	// default) counts each RIF bucket's newest samples whatever their age.
 	LatencyWindow time.Duration
+	// LatencyIdleMaxAge is the backend's --latency-idle-max-age: by count,
+	// an idle replica's samples older than it do not count. 0 takes the
+	// backend's default (DefaultIdleMaxAge); negative turns it off.
+	LatencyIdleMaxAge time.Duration
 }
 
 // Antagonist caps a replica's slots at Capacity for For, starting At after
@@ -133,7 +137,11 @@ func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRoun
 		rng:          NewRng(seed),
 		cpuRound:     float64(cpuRound),
 	}
-	s.est = NewEstimator(int64(max(g.LatencyWindow, 0)))
+	idleAge := g.LatencyIdleMaxAge
+	if idleAge == 0 {
+		idleAge = DefaultIdleMaxAge
+	}
+	s.est = NewEstimator(int64(max(g.LatencyWindow, 0))).WithIdleMaxAge(int64(idleAge))
 	switch g.Mode {
 	case "io", "sleep", "":
 		s.meanNS = float64(g.ServiceTime) * float64(iterations) / 1000 * slow

@@ -82,7 +82,7 @@ impl Default for Config {
             fault_stale_offset: Duration::from_secs(10),
             work_fault: WorkFault::None,
             latency_window: Duration::ZERO,
-            latency_idle_max_age: Duration::ZERO,
+            latency_idle_max_age: Duration::from_millis(crate::estimator::DEFAULT_IDLE_MAX_AGE_MS),
             seed: 0,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),

@@ -50,6 +50,10 @@ pub const MIN_SAMPLES: usize = 5;
 pub const RECENT: usize = 16;
 /// RIF values below this have a bucket each; above it, buckets are
 /// geometric (8 per power of two).
+/// The default idle max age (`--latency-idle-max-age`), in ms; 0 is off.
+/// The simulator's sim.DefaultIdleMaxAge must agree: the shared vectors'
+/// cases without `idle_max_age_ms` run at this default in both.
+pub const DEFAULT_IDLE_MAX_AGE_MS: u64 = 0;
 const EXACT: u64 = 64;
 const SUB_BITS: u32 = 3;
 const NUM_BUCKETS: usize = EXACT as usize + 8 * (64 - 6) as usize;
@@ -508,7 +512,12 @@ mod tests {
                 continue;
             }
             let name = c.get("name").str();
-            let mut e = Estimator::new(c.get("window_ms").num() as u64 * MS);
+            let idle_max_age_ms = match kv.iter().find(|(k, _)| k == "idle_max_age_ms") {
+                Some((_, v)) => v.num() as u64,
+                None => DEFAULT_IDLE_MAX_AGE_MS,
+            };
+            let mut e = Estimator::new(c.get("window_ms").num() as u64 * MS)
+                .with_idle_max_age(idle_max_age_ms * MS);
             for (k, ev) in c.get("events").arr().iter().enumerate() {
                 let f = ev.arr();
                 let n = |j: usize| f[j].num();

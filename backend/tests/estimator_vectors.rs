@@ -8,7 +8,7 @@
 #[path = "../src/estimator.rs"]
 mod estimator;
 
-use estimator::{Estimate, Estimator};
+use estimator::{Estimate, Estimator, DEFAULT_IDLE_MAX_AGE_MS};
 use std::collections::BTreeMap;
 
 /// Just enough JSON for the vectors file (std only, like the crate).
@@ -168,7 +168,14 @@ fn estimator_matches_shared_vectors() {
             _ => panic!("case without name"),
         };
         if let Some(Json::Arr(events)) = get(case, "events") {
-            estimates += replay_events(&name, int(case, "window_ms") * MS, events);
+            // Without idle_max_age_ms a case runs at the backend's default.
+            let idle_max_age_ms = match get(case, "idle_max_age_ms") {
+                Some(_) => int(case, "idle_max_age_ms"),
+                None => DEFAULT_IDLE_MAX_AGE_MS,
+            };
+            let e =
+                Estimator::new(int(case, "window_ms") * MS).with_idle_max_age(idle_max_age_ms * MS);
+            estimates += replay_events(&name, e, events);
             continue;
         }
         let mut e = Estimator::new(int(case, "window_ns"));
@@ -202,9 +209,8 @@ fn estimator_matches_shared_vectors() {
 const MS: u64 = 1_000_000;
 
 /// Replays ["record", rif, latency_ms, finish_ms] and ["probe", rif,
-/// now_ms, median_ms or null, samples]; returns the number of probes.
-fn replay_events(name: &str, window_ns: u64, events: &[Json]) -> usize {
-    let mut e = Estimator::new(window_ns);
+/// now_ms, median_ms or null, samples] on e; returns the number of probes.
+fn replay_events(name: &str, mut e: Estimator, events: &[Json]) -> usize {
     let mut probes = 0;
     for (i, ev) in events.iter().enumerate() {
         let Json::Arr(f) = ev else {

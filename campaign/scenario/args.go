@@ -37,6 +37,9 @@ func (g BackendGroup) Args() []string {
 	if g.LatencyWindow != "" {
 		args = append(args, "--latency-window", string(g.LatencyWindow))
 	}
+	if g.LatencyIdleMaxAge != "" {
+		args = append(args, "--latency-idle-max-age", string(g.LatencyIdleMaxAge))
+	}
 	return args
 }
 

@@ -88,6 +88,11 @@ type BackendGroup struct {
 	// default (1s). A replica whose samples have all aged out reports an
 	// unknown latency.
 	LatencyWindow Duration `json:"latencyWindow,omitempty"`
+	// LatencyIdleMaxAge is the backend's --latency-idle-max-age: with the
+	// estimate by count, an idle replica's samples older than it do not
+	// count, so a replica avoided since a slow spell is explored again.
+	// Empty keeps the backend's default; 0s turns it off.
+	LatencyIdleMaxAge Duration `json:"latencyIdleMaxAge,omitempty"`
 }
 
 // Antagonist drops a replica's capacity to Capacity slots for For, starting

@@ -242,6 +242,7 @@ func (v *validator) group(f string, g *BackendGroup) {
 	v.oneOf(f+".probeFault", g.ProbeFault, ProbeFaults)
 	v.oneOf(f+".workFault", g.WorkFault, WorkFaults)
 	v.duration(f+".latencyWindow", g.LatencyWindow, true, true)
+	v.duration(f+".latencyIdleMaxAge", g.LatencyIdleMaxAge, false, true)
 	for i, a := range g.Antagonists {
 		af := fmt.Sprintf("%s.antagonists[%d]", f, i)
 		v.duration(af+".at", a.At, false, false)

@@ -129,6 +129,13 @@ func Config(s *scenario.Scenario) (core.Config, []string, error) {
 				ProbeFault: g.ProbeFault, WorkFault: g.WorkFault, LatencyWindow: g.LatencyWindow.Std(),
 				QueueLimit: 1024,
 			}
+			if g.LatencyIdleMaxAge != "" {
+				// The scenario's 0s is off; the simulator's 0 is its default.
+				grp.LatencyIdleMaxAge = g.LatencyIdleMaxAge.Std()
+				if grp.LatencyIdleMaxAge == 0 {
+					grp.LatencyIdleMaxAge = -1
+				}
+			}
 			if g.Concurrency != nil {
 				grp.Concurrency = *g.Concurrency
 			}

@@ -85,6 +85,13 @@ type Env struct {
 	routesFile  string
 	ingressArgs []string
 
+	// backendsMu guards backends and closed against a ScaleGroup running
+	// beside the runner's calls and Close; scaleMu serialises scalings.
+	backendsMu sync.Mutex
+	closed     bool
+	scaleMu    sync.Mutex
+	scaleSeed  uint64
+
 	// died is closed at the first process exit nobody asked for; death
 	// says which (see Exited).
 	died      chan struct{}
@@ -96,6 +103,7 @@ type Env struct {
 var (
 	_ env.Environment  = (*Env)(nil)
 	_ env.LogCollector = (*Env)(nil)
+	_ env.Scaler       = (*Env)(nil)
 )
 
 type backend struct {
@@ -170,51 +178,28 @@ func (e *Env) Setup(ctx context.Context) error {
 		}
 	}
 	seed := e.opts.Seed
-	type routeFile struct {
-		Name      string   `json:"name"`
-		Host      string   `json:"host,omitempty"`
-		Path      string   `json:"path"`
-		PathType  string   `json:"pathType"`
-		Endpoints []string `json:"endpoints"`
-	}
-	var routes []routeFile
 	for _, r := range e.opts.Scenario.Workload.Routes {
-		rf := routeFile{Name: r.Name, Host: r.Host, Path: r.Path, PathType: r.PathType}
 		for _, g := range r.Backends {
 			for i := range g.Replicas {
 				seed++
-				name := fmt.Sprintf("backend-%s-%d", g.Name, i)
-				addrFile := filepath.Join(tmp, name+".addr")
-				// No shutdown grace: it covers a load balancer's endpoint
-				// propagation, and here the ingress stops at the same time.
-				args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10), "--shutdown-grace", "0"}, g.Args()...)
-				p, err := e.start(name, e.opts.BackendBin, args)
+				b, err := e.startBackend(ctx, r.Name, g, fmt.Sprintf("backend-%s-%d", g.Name, i), seed)
+				if b.proc != nil {
+					e.backends = append(e.backends, b)
+				}
 				if err != nil {
 					return err
 				}
-				b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)
-				if err != nil {
-					return err
-				}
-				addr := strings.TrimSpace(string(b))
-				e.setAddress(name, addr)
-				e.backends = append(e.backends, backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: r.Name}, proc: p})
-				rf.Endpoints = append(rf.Endpoints, addr)
 			}
 		}
-		routes = append(routes, rf)
 	}
+	e.scaleSeed = seed
 	for _, b := range e.backends {
 		if err := e.waitHealthy(ctx, b); err != nil {
 			return err
 		}
 	}
-	doc, err := yaml.Marshal(map[string]any{"routes": routes})
-	if err != nil {
-		return fmt.Errorf("local: routes file: %w", err)
-	}
 	e.routesFile = filepath.Join(e.opts.LogDir, "routes.yaml")
-	if err := artifacts.WriteFileAtomic(e.routesFile, doc); err != nil {
+	if err := e.writeRoutes(); err != nil {
 		return err
 	}
 	e.ingressArgs = e.opts.Scenario.Ingress.Args()
@@ -226,6 +211,66 @@ func (e *Env) Setup(ctx context.Context) error {
 		e.ingresses = append(e.ingresses, in)
 	}
 	return nil
+}
+
+// startBackend starts one replica of group g of route and waits for its
+// address (not its health). A returned backend with a proc must be stopped
+// by the caller, also on error.
+func (e *Env) startBackend(ctx context.Context, route string, g scenario.BackendGroup, name string, seed uint64) (backend, error) {
+	addrFile := filepath.Join(e.tmp, name+".addr")
+	os.Remove(addrFile) // a replica started again under this name must not read the old address
+	// No shutdown grace: it covers a load balancer's endpoint propagation,
+	// and here the ingress has dropped a replica before it is stopped (or
+	// stops with it).
+	args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10), "--shutdown-grace", "0"}, g.Args()...)
+	p, err := e.start(name, e.opts.BackendBin, args)
+	if err != nil {
+		return backend{proc: p}, err
+	}
+	b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)
+	if err != nil {
+		return backend{proc: p}, err
+	}
+	addr := strings.TrimSpace(string(b))
+	e.setAddress(name, addr)
+	return backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: route}, proc: p}, nil
+}
+
+// routeFile is one route of the ingress's routes file.
+type routeFile struct {
+	Name      string   `json:"name"`
+	Host      string   `json:"host,omitempty"`
+	Path      string   `json:"path"`
+	PathType  string   `json:"pathType"`
+	Endpoints []string `json:"endpoints"`
+}
+
+// writeRoutes writes the routes file from the current backends,
+// atomically (a rename), so the ingress's file source reloads it whole.
+func (e *Env) writeRoutes() error {
+	bs := e.backendList()
+	var routes []routeFile
+	for _, r := range e.opts.Scenario.Workload.Routes {
+		rf := routeFile{Name: r.Name, Host: r.Host, Path: r.Path, PathType: r.PathType, Endpoints: []string{}}
+		for _, b := range bs {
+			if b.info.Route == r.Name {
+				rf.Endpoints = append(rf.Endpoints, b.info.Address)
+			}
+		}
+		routes = append(routes, rf)
+	}
+	doc, err := yaml.Marshal(map[string]any{"routes": routes})
+	if err != nil {
+		return fmt.Errorf("local: routes file: %w", err)
+	}
+	return artifacts.WriteFileAtomic(e.routesFile, doc)
+}
+
+// backendList is a copy of the current backends.
+func (e *Env) backendList() []backend {
+	e.backendsMu.Lock()
+	defer e.backendsMu.Unlock()
+	return append([]backend(nil), e.backends...)
 }
 
 // makeTempDir returns an empty directory for the address files.
@@ -362,8 +407,9 @@ func (e *Env) waitHealthy(ctx context.Context, b backend) error {
 
 // Backends lists every backend replica.
 func (e *Env) Backends() []artifacts.Backend {
-	out := make([]artifacts.Backend, len(e.backends))
-	for i, b := range e.backends {
+	bs := e.backendList()
+	out := make([]artifacts.Backend, len(bs))
+	for i, b := range bs {
 		out[i] = b.info
 	}
 	return out
@@ -446,9 +492,12 @@ func (e *Env) Close() error {
 		for _, in := range e.ingresses {
 			ps = append(ps, in.proc)
 		}
+		e.backendsMu.Lock()
+		e.closed = true
 		for _, b := range e.backends {
 			ps = append(ps, b.proc)
 		}
+		e.backendsMu.Unlock()
 		e.closeErr = stopAll(ps)
 		if e.tmp != "" {
 			os.RemoveAll(e.tmp)

@@ -14,7 +14,7 @@ func (e *Env) PIDs() env.PIDs {
 			p.Ingress = append(p.Ingress, in.proc.pid())
 		}
 	}
-	for _, b := range e.backends {
+	for _, b := range e.backendList() {
 		if b.proc != nil {
 			p.Backends = append(p.Backends, b.proc.pid())
 		}

@@ -41,7 +41,7 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 		}
 		problems = append(problems, "did not drain: "+err.Error())
 	}
-	for _, b := range e.backends {
+	for _, b := range e.backendList() {
 		body, err := e.do(ctx, http.MethodPost, "http://"+b.info.Address+"/reset")
 		if err != nil {
 			return env.Verification{}, fmt.Errorf("local: reset backend %s: %w", b.info.Address, err)
@@ -119,7 +119,7 @@ func verifyFresh(st adminapi.State) error {
 
 // drained returns nil when no request is in flight or queued anywhere.
 func (e *Env) drained(ctx context.Context) error {
-	for _, b := range e.backends {
+	for _, b := range e.backendList() {
 		body, err := e.get(ctx, "http://"+b.info.Address+"/stats")
 		if err != nil {
 			return fmt.Errorf("backend %s stats: %w", b.info.Address, err)

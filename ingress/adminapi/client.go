@@ -142,6 +142,12 @@ func (s State) VerifyReset() error {
 		bad("policy.hot_picks", p.HotPicks)
 		bad("policy.cold_picks", p.ColdPicks)
 		bad("policy.probes_planned", p.ProbesPlanned)
+		bad("policy.error_aversions", p.Aversions)
+		bad("outliers.ejected", uint64(len(r.Outliers.Ejected)))
+		bad("outliers.returns", r.Outliers.Returns)
+		for _, reason := range slices.Sorted(maps.Keys(r.Outliers.Ejections)) {
+			bad(fmt.Sprintf("outliers.ejections[%s]", reason), r.Outliers.Ejections[reason])
+		}
 		for _, o := range slices.Sorted(maps.Keys(p.ProbeOutcomes)) {
 			bad(fmt.Sprintf("policy.probe_outcomes[%s]", o), p.ProbeOutcomes[o])
 		}

@@ -24,8 +24,11 @@ func TestVerifyReset(t *testing.T) {
 	dirty.Routes[0].Policy.PoolSize = 2
 	dirty.Routes[0].Policy.Endpoints = []loadbalancer.EndpointStats{{Address: "127.0.0.1:1", InFlight: 1}}
 	dirty.Routes[0].Policy.ProbeOutcomes = map[loadbalancer.ProbeOutcome]uint64{loadbalancer.ProbeStale: 3}
+	dirty.Routes[0].Policy.Aversions = 4
+	dirty.Routes[0].Outliers = OutlierState{Ejected: []EjectedEndpoint{{Address: "127.0.0.1:1"}}, Ejections: map[string]uint64{"consecutive": 1}}
 	err := dirty.VerifyReset()
-	for _, want := range []string{`route "a"`, "policy.pool_size = 2", "endpoint 127.0.0.1:1 in_flight = 1", "policy.probe_outcomes[stale] = 3"} {
+	for _, want := range []string{`route "a"`, "policy.pool_size = 2", "endpoint 127.0.0.1:1 in_flight = 1", "policy.probe_outcomes[stale] = 3",
+		"policy.error_aversions = 4", "outliers.ejected = 1", "outliers.ejections[consecutive] = 1"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("VerifyReset = %v, want it to mention %s", err, want)
 		}

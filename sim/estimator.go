@@ -34,8 +34,10 @@ const (
 
 // DefaultIdleMaxAge is the backend's default --latency-idle-max-age
 // (backend/src/estimator.rs DEFAULT_IDLE_MAX_AGE_MS; the shared vectors
-// check that the two agree); 0 is off.
-const DefaultIdleMaxAge time.Duration = 0
+// check that the two agree). 30 s: in --env sim it ended the starvation of
+// slow replicas on capacity-48-ingress3-80 at 0.01% of c2-hetero-open's
+// picks on its 16x-slow pair (loadbalancer/README.md).
+const DefaultIdleMaxAge = 30 * time.Second
 
 type estSample struct {
 	latencyMS float64

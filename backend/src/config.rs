@@ -49,7 +49,7 @@ pub struct Config {
     pub work_fault: WorkFault,
     pub latency_window: Duration,
     /// With latency_window 0: at RIF 0, samples older than this do not
-    /// count (ZERO: off). See estimator.rs.
+    /// count (ZERO: off; default 30 s). See estimator.rs.
     pub latency_idle_max_age: Duration,
     pub seed: u64,
     /// From a request's first byte to its last (else 408 and close).
@@ -154,7 +154,7 @@ pub const FLAGS: &[(&str, &str)] = &[
     ),
     (
         "latency-idle-max-age",
-        "DUR  with --latency-window 0: while idle (RIF 0), samples older than this do not count, so a replica avoided since a slow spell is explored again (default 0: off)",
+        "DUR  with --latency-window 0: while idle (RIF 0), samples older than this do not count, so a replica avoided since a slow spell is explored again (default 30s; 0: off)",
     ),
     ("seed", "N  random seed (default from the clock)"),
     (
@@ -430,6 +430,14 @@ mod tests {
     }
 
     #[test]
+    fn latency_idle_max_age_is_30s_unless_set_and_0_turns_it_off() {
+        let age = |a: &[&str]| run(a, &[]).unwrap().latency_idle_max_age;
+        assert_eq!(age(&[]), Duration::from_secs(30));
+        assert_eq!(age(&["--latency-idle-max-age", "0"]), Duration::ZERO);
+        assert_eq!(age(&["--latency-idle-max-age", "0s"]), Duration::ZERO);
+    }
+
+    #[test]
     fn every_flag_good_value() {
         let c = run(
             &[
@@ -465,7 +473,7 @@ mod tests {
                 "--latency-window",
                 "250ms",
                 "--latency-idle-max-age",
-                "30s",
+                "45s",
                 "--seed",
                 "99",
                 "--request-timeout",
@@ -498,7 +506,7 @@ mod tests {
         assert_eq!(c.fault_stale_offset, Duration::from_secs(60));
         assert_eq!(c.work_fault, WorkFault::Hang);
         assert_eq!(c.latency_window, Duration::from_millis(250));
-        assert_eq!(c.latency_idle_max_age, Duration::from_secs(30));
+        assert_eq!(c.latency_idle_max_age, Duration::from_secs(45));
         assert_eq!(c.seed, 99);
         assert_eq!(c.request_timeout, Duration::from_secs(2));
         assert_eq!(c.idle_timeout, Duration::from_millis(300));
@@ -601,7 +609,7 @@ mod tests {
         assert_eq!(c.slow, 3.0);
         assert_eq!(c.concurrency, 9);
         assert_eq!(c.latency_window, Duration::from_secs(2));
-        assert_eq!(c.latency_idle_max_age, Duration::ZERO);
+        assert_eq!(c.latency_idle_max_age, Duration::from_secs(30));
         assert_eq!(c.antagonists.len(), 2);
         // A flag replaces the environment's schedules instead of adding to them.
         let c = run(

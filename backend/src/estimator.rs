@@ -21,16 +21,20 @@
 //! By count has one failure the paper's busy replicas never meet: a replica
 //! whose last samples near RIF 0 came out slow (an antagonist, or an unlucky
 //! draw of a wide service time) is avoided by every client, so it gets no
-//! new samples and is avoided forever. An idle max age (off unless set)
-//! bounds that: while the replica is idle (RIF 0) samples older than it do
-//! not count, so its answer turns "unknown" and a client sends it one
-//! exploratory request, whose sample decides again. Only an idle replica
-//! needs it: with a request in flight a fresh sample is on its way. In the
-//! fleet simulation (loadbalancer tests, 48 replicas half 2x-slow, 3
-//! clients, 80%, 60 s, 4 seeds) 2-3 slow replicas got no pick at all
-//! without it and none with 10 s or 30 s; the seed's C2 (16x-slow pair, 4
-//! clients, 500 rps) paid 0.05% (10 s) or 0.017% (30 s) of picks on the
-//! slow pair against 0.003%, p99.9 50 ms in each.
+//! new samples and is avoided forever. An idle max age (30 s by default,
+//! DEFAULT_IDLE_MAX_AGE_MS; 0 turns it off) bounds that: while the replica
+//! is idle (RIF 0) samples older than it do not count, so its answer turns
+//! "unknown" and a client sends it one exploratory request, whose sample
+//! decides again. Only an idle replica needs it: with a request in flight a
+//! fresh sample is on its way. In the fleet simulation (loadbalancer tests,
+//! 48 replicas half 2x-slow, 3 clients, 80%, 60 s, 4 seeds) 2-3 slow
+//! replicas got no pick at all without it and none with 10 s or 30 s; the
+//! seed's C2 (16x-slow pair, 4 clients, 500 rps) paid 0.05% (10 s) or
+//! 0.017% (30 s) of picks on the slow pair against 0.003%, p99.9 50 ms in
+//! each. The campaign's --env sim agreed (capacity-48-ingress3-80, 2 reps:
+//! 4 and 6 slow replicas never picked off, none at 30 s; c2-hetero-open
+//! 0.01% on the slow pair, p99.9 unchanged; see loadbalancer/README.md).
+//! Estimator::new has none; the server applies the configured age.
 //!
 //! Samples live in per-RIF-bucket ring buffers (bounded memory, O(1) record).
 //! Within a ring, samples are in finish order, so a query walks each bucket
@@ -50,10 +54,11 @@ pub const MIN_SAMPLES: usize = 5;
 pub const RECENT: usize = 16;
 /// RIF values below this have a bucket each; above it, buckets are
 /// geometric (8 per power of two).
-/// The default idle max age (`--latency-idle-max-age`), in ms; 0 is off.
+/// The default idle max age (`--latency-idle-max-age`), in ms (0 would be
+/// off). 30 s: see the module comment.
 /// The simulator's sim.DefaultIdleMaxAge must agree: the shared vectors'
 /// cases without `idle_max_age_ms` run at this default in both.
-pub const DEFAULT_IDLE_MAX_AGE_MS: u64 = 0;
+pub const DEFAULT_IDLE_MAX_AGE_MS: u64 = 30_000;
 const EXACT: u64 = 64;
 const SUB_BITS: u32 = 3;
 const NUM_BUCKETS: usize = EXACT as usize + 8 * (64 - 6) as usize;
@@ -360,7 +365,7 @@ mod tests {
         let got = e.estimate(0, late + MS);
         assert_eq!(got.median_ms, Some(100.0));
         assert_eq!(got.samples, 1);
-        // Off (the default): old samples never age out.
+        // Off (Estimator::new without an age): old samples never age out.
         let mut off = Estimator::new(0);
         off.record(0, 400.0, 0);
         assert_eq!(off.estimate(0, late).median_ms, Some(400.0));

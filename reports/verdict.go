@@ -195,8 +195,12 @@ func RepsWarning(algorithms int, reference string, reps int, alpha float64) stri
 		least, most, pairs, reference)
 	switch {
 	case reps < needLeast:
-		return fmt.Sprintf("%d reps per algorithm cannot give any verdict: %s needs at least %d valid runs per algorithm (%d when goodput or error rate vary); %d vs %d runs give p ≥ %s",
-			reps, family, needLeast, needMost, reps, reps, fmtP(stats.MinP(reps, reps)))
+		vary := ""
+		if needMost != needLeast {
+			vary = fmt.Sprintf(" (%d when goodput or error rate vary)", needMost)
+		}
+		return fmt.Sprintf("%d reps per algorithm cannot give any verdict: %s needs at least %d valid runs per algorithm%s; %d vs %d runs give p ≥ %s",
+			reps, family, needLeast, vary, reps, reps, fmtP(stats.MinP(reps, reps)))
 	case reps < needMost:
 		return fmt.Sprintf("%d reps per algorithm give a verdict only if goodput and error rate are the same in every run: %s needs %d valid runs per algorithm when they vary",
 			reps, family, needMost)

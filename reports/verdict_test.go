@@ -178,7 +178,7 @@ func TestRepsWarning_AtPlanTime(t *testing.T) {
 		t.Errorf("one algorithm is not compared, warned %q", w)
 	}
 	// Two algorithms: 3 to 5 tests, 5 runs per side for either.
-	if w := RepsWarning(2, "prequal", 4, 0.05); !strings.Contains(w, "cannot give any verdict") {
+	if w := RepsWarning(2, "prequal", 4, 0.05); !strings.Contains(w, "at least 5 valid runs per algorithm;") {
 		t.Errorf("2 algorithms at 4 reps: %q", w)
 	}
 	if w := RepsWarning(2, "prequal", 5, 0.05); w != "" {

@@ -223,6 +223,23 @@ func TestEnvOnRealAPIServer(t *testing.T) {
 	if _, err := e.Reset(ctx, "reboot"); err == nil || !strings.Contains(err.Error(), "allowed") {
 		t.Errorf("bad reset mode: %v", err)
 	}
+	// Churn: the group's Deployment gets the new replica count.
+	group := s.Workload.Routes[0].Backends[0]
+	for _, want := range []int{group.Replicas + 3, 1} {
+		if err := e.ScaleGroup(ctx, group.Name, want); err != nil {
+			t.Fatalf("scale %s to %d: %v", group.Name, want, err)
+		}
+		d, err := k.AppsV1().Deployments(ns).Get(ctx, group.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int(*d.Spec.Replicas); got != want {
+			t.Errorf("deployment %s has %d replicas, want %d", group.Name, got, want)
+		}
+	}
+	if err := e.ScaleGroup(ctx, "nope", 2); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("scaling a missing group: %v", err)
+	}
 }
 
 func TestForwardURL(t *testing.T) {

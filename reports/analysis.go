@@ -262,6 +262,15 @@ type HealthResult struct {
 	PoolSize Num `json:"pool_size"`
 	// ProbeQueueDepth is the largest queue depth seen at the end of a window.
 	ProbeQueueDepth int `json:"probe_queue_depth_max"`
+	// ReuseBudgetMin and ReuseBudgetMax bound Prequal's reuse budget
+	// (b_reuse) in force at the end of the windows, over routes, replicas
+	// and runs: which regime of Eq. 1 the runs were in. Zero for policies
+	// without one.
+	ReuseBudgetMin float64 `json:"reuse_budget_min"`
+	ReuseBudgetMax float64 `json:"reuse_budget_max"`
+	// StaleAnswers counts probe answers dropped because a newer answer from
+	// the same replica was already in the pool.
+	StaleAnswers uint64 `json:"stale_answers"`
 }
 
 // Counter is one named count.
@@ -518,6 +527,10 @@ type windowDelta struct {
 	poolSize                     float64
 	queueDepth                   int
 	counterReset                 bool
+	stale                        uint64
+	// reuseMin and reuseMax bound the reuse budget at the window's end
+	// (both 0 when no route reports one).
+	reuseMin, reuseMax float64
 }
 
 func sub(after, before uint64, reset *bool) uint64 {
@@ -552,6 +565,13 @@ func delta(before, after []adminapi.State) windowDelta {
 			d.hot += sub(as.HotPicks, ps.HotPicks, &d.counterReset)
 			d.cold += sub(as.ColdPicks, ps.ColdPicks, &d.counterReset)
 			d.planned += sub(as.ProbesPlanned, ps.ProbesPlanned, &d.counterReset)
+			d.stale += sub(as.StaleAnswers, ps.StaleAnswers, &d.counterReset)
+			if b := as.ReuseBudget; b > 0 {
+				if d.reuseMin == 0 || b < d.reuseMin {
+					d.reuseMin = b
+				}
+				d.reuseMax = max(d.reuseMax, b)
+			}
 			for k, v := range as.ProbeOutcomes {
 				d.outcomes[string(k)] += sub(v, ps.ProbeOutcomes[k], &d.counterReset)
 			}
@@ -612,6 +632,13 @@ func selection(alg string, runs []*runData, groups map[string]string, c *artifac
 		h.HotPicks += d.hot
 		h.ColdPicks += d.cold
 		h.ProbesPlanned += d.planned
+		h.StaleAnswers += d.stale
+		if d.reuseMax > 0 {
+			if h.ReuseBudgetMin == 0 || d.reuseMin < h.ReuseBudgetMin {
+				h.ReuseBudgetMin = d.reuseMin
+			}
+			h.ReuseBudgetMax = max(h.ReuseBudgetMax, d.reuseMax)
+		}
 		for k, v := range d.outcomes {
 			outcomes[k] += v
 		}

@@ -410,7 +410,9 @@ func writeHealth(w io.Writer, a *Analysis) {
 		return
 	}
 	fmt.Fprintf(w, "Counter deltas over the measured windows, summed over runs and ingress replicas. Pool size is at the end of "+
-		"the window (summed over routes, averaged over replicas; median across runs).\n\n")
+		"the window (summed over routes, averaged over replicas; median across runs). Reuse budget is Prequal's b_reuse "+
+		"(Eq. 1) in force at the end of the windows, lowest–highest over routes, replicas and runs; superseded answers are probe "+
+		"answers dropped because a newer one from the same replica was already taken in.\n\n")
 	var rows [][]string
 	for _, h := range a.Health {
 		frac := math.NaN()
@@ -427,7 +429,7 @@ func writeHealth(w io.Writer, a *Analysis) {
 	for _, c := range a.Health[0].ProbeOutcomes {
 		header = append(header, "probe "+c.Name)
 	}
-	header = append(header, "pool size", "queue depth (max)", "pool removals")
+	header = append(header, "superseded answers", "reuse budget", "pool size", "queue depth (max)", "pool removals")
 	rows = nil
 	for _, h := range a.Health {
 		row := []string{h.Algorithm, fmt.Sprintf("%d", h.ProbesPlanned)}
@@ -445,7 +447,8 @@ func writeHealth(w io.Writer, a *Analysis) {
 		if len(rem) == 0 {
 			rem = []string{"none"}
 		}
-		row = append(row, fmtFloat(float64(h.PoolSize)), fmt.Sprintf("%d", h.ProbeQueueDepth), strings.Join(rem, ", "))
+		row = append(row, fmt.Sprintf("%d", h.StaleAnswers), fmtReuseBudget(h.ReuseBudgetMin, h.ReuseBudgetMax),
+			fmtFloat(float64(h.PoolSize)), fmt.Sprintf("%d", h.ProbeQueueDepth), strings.Join(rem, ", "))
 		rows = append(rows, row)
 	}
 	right := []int{}
@@ -453,6 +456,18 @@ func writeHealth(w io.Writer, a *Analysis) {
 		right = append(right, i)
 	}
 	mdTable(w, header, rows, right...)
+}
+
+// fmtReuseBudget prints the range of reuse budgets a policy ran with, "—"
+// for a policy without one.
+func fmtReuseBudget(lo, hi float64) string {
+	switch {
+	case hi == 0:
+		return "—"
+	case lo == hi:
+		return fmtFixed(lo, 2)
+	}
+	return fmtFixed(lo, 2) + "–" + fmtFixed(hi, 2)
 }
 
 func writeAppendix(w io.Writer, ds *dataset, a *Analysis) {

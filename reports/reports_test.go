@@ -251,6 +251,13 @@ func TestAnalyze_NumbersAndSignificance(t *testing.T) {
 	if a.Health[0].ProbesPlanned == 0 || a.Health[0].Fallbacks == 0 || a.Health[1].ProbesPlanned != 0 {
 		t.Errorf("health = %+v", a.Health)
 	}
+	// The fixture's two ingress replicas run with reuse budgets 1 and 1.5.
+	if h := a.Health[0]; h.ReuseBudgetMin != 1 || h.ReuseBudgetMax != 1.5 || h.StaleAnswers == 0 {
+		t.Errorf("prequal reuse budget %v–%v, superseded answers %d; want 1–1.5 and some", h.ReuseBudgetMin, h.ReuseBudgetMax, h.StaleAnswers)
+	}
+	if h := a.Health[1]; h.ReuseBudgetMax != 0 || h.StaleAnswers != 0 {
+		t.Errorf("round-robin reuse budget %v, superseded answers %d; want none", h.ReuseBudgetMax, h.StaleAnswers)
+	}
 }
 
 func TestAnalyze_FewRepsWarnAndAreNeverSignificant(t *testing.T) {

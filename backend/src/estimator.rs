@@ -6,7 +6,8 @@
 //!
 //! - window 0 (the default): recent by count, as in the paper. Each RIF
 //!   bucket contributes its last RECENT samples, however old. After warm-up
-//!   a replica is never "unknown", and a replica that gets little traffic
+//!   a busy replica is never "unknown" (an idle one only past the idle max
+//!   age, below), and a replica that gets little traffic
 //!   (because it is slow, or because its queue is long) still reports what
 //!   its last requests at that RIF saw. With a 1 s time window a replica
 //!   serving 10-20 requests/s had a handful of samples, fewer near its

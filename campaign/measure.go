@@ -47,14 +47,25 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		beforeErr, afterErr   error
 		startedWin, endedWin  bool
 		driver, drivesItsLoad = r.env.(env.LoadDriver)
+		churning              *churn
 	)
+	scaler, err := churnScaler(r.s, r.env)
+	if err != nil {
+		return err
+	}
 	cfg.OnWindowStart = func() {
 		startedWin = true
 		r.progress.Phase("measure")
 		before, beforeErr = r.env.Snapshot(ctx)
+		if scaler != nil {
+			churning = startChurn(ctx, *r.s.Churn, scaler, groupReplicas(r.s, r.s.Churn.Group))
+		}
 	}
 	cfg.OnWindowEnd = func() {
 		endedWin = true
+		if churning != nil {
+			churning.halt() // the window's scalings end with it
+		}
 		after, afterErr = r.env.Snapshot(ctx)
 	}
 	cfg.OnSecond = func(load.Second) { r.progress.Second() }
@@ -73,9 +84,15 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 	} else {
 		res, loadErr = load.Run(ctx, cfg)
 	}
+	var churnErr error
+	if churning != nil {
+		churnErr = churning.finish(ctx, runDir)
+	}
 	switch {
 	case loadErr != nil:
 		return fmt.Errorf("campaign: load: %w", loadErr)
+	case churnErr != nil:
+		return churnErr
 	case !startedWin || !endedWin:
 		return errors.New("campaign: load: the window's boundaries were not signalled (OnWindowStart/OnWindowEnd), so no state snapshots")
 	case beforeErr != nil:

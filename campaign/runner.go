@@ -102,6 +102,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return res, fmt.Errorf("campaign: environment: %w", err)
 	}
 	defer e.Close()
+	if _, err := churnScaler(s, e); err != nil {
+		return res, err // said before the setup, not once per run
+	}
 	if err := e.Setup(ctx); err != nil {
 		e.Close()
 		return res, fmt.Errorf("campaign: environment setup: %w", err)

@@ -95,3 +95,13 @@ func (p *promEnv) Exited() error {
 }
 
 var _ campaign.ProcessWatcher = (*promEnv)(nil)
+
+// ScaleGroup passes a churn scenario's scaling through to the wrapped
+// environment.
+func (p *promEnv) ScaleGroup(ctx context.Context, group string, replicas int) error {
+	s, ok := p.Environment.(env.Scaler)
+	if !ok {
+		return fmt.Errorf("this environment cannot scale backend group %s", group)
+	}
+	return s.ScaleGroup(ctx, group, replicas)
+}

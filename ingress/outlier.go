@@ -3,6 +3,7 @@ package ingress
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 
 // OutlierConfig configures outlier ejection, after Envoy's outlier
 // detection: an endpoint is ejected after Consecutive gateway failures or
-// 5xx in a row, or when its success rate over an Interval is an outlier
+// 5xx other than 503 in a row (503 is a full queue shedding load; 503s
+// neither count nor break the run), or when its success rate over an Interval is an outlier
 // across the route (below mean − StdevFactor·stdev over the endpoints with
 // at least MinRequests requests, when at least MinHosts have). An ejection
 // lasts BaseEjection times 2^(k−1) for the endpoint's k-th ejection in a
@@ -149,6 +151,12 @@ func (o *outliers) observe(now time.Time, addr string, status int, dst []ejectio
 	if status != 0 && status < 500 {
 		e.successes++
 		e.consecutive = 0
+		return dst
+	}
+	if status == http.StatusServiceUnavailable {
+		// The backend shedding load (its queue is full): ejecting it
+		// would move its load onto the others and idle its capacity.
+		// It still counts against its success rate.
 		return dst
 	}
 	e.consecutive++

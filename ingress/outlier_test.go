@@ -42,7 +42,7 @@ func TestOutliers_ConsecutiveFailuresEject(t *testing.T) {
 	if len(ej) != 0 {
 		t.Fatalf("ejected after 4 failures in a row: %+v", ej)
 	}
-	ej = o.observe(oat(9), eps[0], 503, ej)
+	ej = o.observe(oat(9), eps[0], 504, ej)
 	if len(ej) != 1 || ej[0].addr != eps[0] || ej[0].reason != ejectConsecutive || !ej[0].until.Equal(oat(9).Add(time.Second)) {
 		t.Fatalf("after 5 failures in a row: %+v, want %s ejected for 1 s", ej, eps[0])
 	}
@@ -173,5 +173,26 @@ func TestOutliers_DisabledAndBadConfig(t *testing.T) {
 		if _, err := c.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// 503 is a backend shedding load: no run of them ejects (in overload that
+// would idle half the fleet's capacity), and they do not break a run of
+// real failures either.
+func TestOutliers_ServiceUnavailableDoesNotEject(t *testing.T) {
+	o, eps := newOutliersT(t, 4, nil)
+	var ej []ejection
+	for ms := range 20 {
+		ej = o.observe(oat(ms), eps[0], 503, ej)
+	}
+	if len(ej) != 0 {
+		t.Fatalf("20 503s in a row ejected: %+v", ej)
+	}
+	for ms := 20; ms < 25; ms++ {
+		ej = o.observe(oat(ms), eps[0], 500, ej)
+		ej = o.observe(oat(ms), eps[0], 503, ej)
+	}
+	if len(ej) != 1 {
+		t.Fatalf("5 500s with 503s between: %d ejections, want 1", len(ej))
 	}
 }

@@ -54,13 +54,16 @@ type errorRate struct {
 }
 
 // failed reports whether status counts against the endpoint: no response
-// (0) or a 5xx. 499 (the client went away, or a retry handed a pick back) is
-// not the endpoint's doing and counts neither way.
+// (0) or a 5xx.
 func failed(status int) bool { return status == 0 || status >= 500 }
 
-// observe adds one outcome at now.
+// observe adds one outcome at now. Two count neither way: 499 (the client
+// went away) is not the endpoint's doing, and 503 is a full queue shedding
+// load, which the load signals (in flight, RIF) already carry; counting it
+// made replicas averse in turn in overload and doubled prequal's p99 of
+// successes in c6-overload (simulation: 677 → 1320 ms).
 func (r *errorRate) observe(now time.Time, status int) {
-	if status == 499 {
+	if status == 499 || status == 503 {
 		return
 	}
 	if dt := now.Sub(r.at); dt > 0 && r.total > 0 {

@@ -368,3 +368,14 @@ func TestErrorAversionStallIgnoresClientsLeaving(t *testing.T) {
 		t.Fatalf("the hung replica got %d picks after 1.5 s, more than 60%% of its fair share %d", late, fair)
 	}
 }
+
+// 503 (a full queue shedding load) makes no endpoint averse.
+func TestErrorRateIgnoresServiceUnavailable(t *testing.T) {
+	var r errorRate
+	for i := range 20 {
+		r.observe(at(i), 503)
+	}
+	if r.averse(at(20)) || r.total != 0 {
+		t.Fatalf("503s counted: total %v, averse %v", r.total, r.averse(at(20)))
+	}
+}

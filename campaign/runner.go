@@ -164,6 +164,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // a new campaign from opts.Scenario, or the one in opts.ResumeDir.
 func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *dirLock, error) {
 	if opts.ResumeDir != "" {
+		// Checked before locking, which creates the lock file: a mistyped
+		// --resume (results/, a home directory) must not leave one there.
+		if _, err := os.Stat(filepath.Join(opts.ResumeDir, artifacts.CampaignFile)); err != nil {
+			return nil, nil, "", nil, fmt.Errorf("campaign: resume: %s is not a campaign directory (want the directory holding %s): %w", opts.ResumeDir, artifacts.CampaignFile, err)
+		}
 		lock, err := lockDir(opts.ResumeDir)
 		if err != nil {
 			return nil, nil, "", nil, err

@@ -217,6 +217,10 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 				return badInput(err)
 			}
 		}
+		if f.env == "sim" && s.Churn != nil {
+			// Said before a campaign directory is made (the runner refuses too).
+			return badInput(fmt.Errorf("scenario %s: the churn block scales backend processes or Deployments; --env sim cannot, run it with --env local, kind or kube", s.Name))
+		}
 		opts.Scenario = s
 		// Said before hours of runs, not after: reps too few for any verdict.
 		if w := reports.RepsWarning(len(s.Protocol.Algorithms), s.Protocol.Reference, s.Protocol.Reps, reports.DefaultAlpha); w != "" {

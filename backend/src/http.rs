@@ -226,6 +226,10 @@ impl<S: Read + Write> Conn<S> {
     ) -> Result<String, ParseError> {
         loop {
             if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
+                // The same cap whether the line came in one read or many.
+                if pos > MAX_HEADER_BYTES {
+                    return Err(ParseError::HeadersTooLarge);
+                }
                 let line: Vec<u8> = self.buf.drain(..=pos).collect();
                 let line = String::from_utf8(line)
                     .map_err(|_| ParseError::Bad("chunk line is not UTF-8".into()))?;
@@ -665,6 +669,33 @@ pub mod tests {
             "b".repeat(half)
         );
         assert_eq!(read(&exact).unwrap().body.len(), MAX_BODY_BYTES);
+    }
+
+    #[test]
+    fn chunk_line_cap_does_not_depend_on_read_sizes() {
+        // A chunk extension longer than the cap: 431 whether it arrives a
+        // few bytes per read or in one read (which used to pass it).
+        let long = format!(
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;{}\r\n{{}}\r\n0\r\n\r\n",
+            "e".repeat(MAX_HEADER_BYTES + 10)
+        );
+        for step in [7, 1 << 20] {
+            assert!(
+                matches!(
+                    conn(&long, step).read_request(|| false),
+                    Err(ParseError::HeadersTooLarge)
+                ),
+                "step {step}"
+            );
+        }
+        // Within the cap an extension is ignored, in any read size.
+        let ok = format!(
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;{}\r\n{{}}\r\n0\r\n\r\n",
+            "e".repeat(MAX_HEADER_BYTES - 100)
+        );
+        for step in [7, 1 << 20] {
+            assert_eq!(conn(&ok, step).read_request(|| false).unwrap().body, b"{}");
+        }
     }
 
     #[test]

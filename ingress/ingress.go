@@ -346,6 +346,7 @@ func (i *Ingress) applyLocked(rs *routeState, now time.Time) {
 		p.SetEndpoints(now, rs.endpoints)
 		rs.policy, rs.algo = p, algo
 		rs.usesProbes = loadbalancer.UsesProbes(algo)
+		i.warnReuseLocked(rs)
 		i.resolveSelectionsLocked(rs)
 		rs.outliers.setEndpoints(rs.endpoints)
 		rs.applyEjectionsLocked(rs.outliers.active(nil), false) // a new policy knows none
@@ -357,7 +358,23 @@ func (i *Ingress) applyLocked(rs *routeState, now time.Time) {
 		i.resolveSelectionsLocked(rs)
 		rs.outliers.setEndpoints(rs.endpoints)
 		rs.applyEjectionsLocked(rs.outliers.active(nil), false) // re-added endpoints start clean in the policy
+		i.warnReuseLocked(rs)
 	}
+}
+
+// warnReuseLocked logs, once each time it changes, that a Prequal route's
+// fleet is too small for Eq. 1 to give a finite reuse budget (see
+// loadbalancer.PrequalConfig.ReuseWarning): the operator then knows the
+// policy runs at b_reuse = 1 rather than the paper's formula.
+func (i *Ingress) warnReuseLocked(rs *routeState) {
+	w := ""
+	if rs.algo == loadbalancer.NamePrequal {
+		w = i.opts.Policy.Prequal.ReuseWarning(len(rs.endpoints))
+	}
+	if w != "" && w != rs.reuseWarning {
+		i.log.Warn("prequal reuse budget outside Eq. 1", "route", rs.key, "detail", w)
+	}
+	rs.reuseWarning = w
 }
 
 // effectiveAlgorithmLocked: an admin choice for the route, else an admin

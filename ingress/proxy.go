@@ -41,6 +41,8 @@ type routeState struct {
 	rng        *rand.Rand
 	probeBuf   []string
 	selections map[string]prometheus.Counter // by endpoint, for algo
+	// reuseWarning is the last Eq. 1 warning logged for this route.
+	reuseWarning string
 
 	// Counters since the last reset, for the admin state.
 	requests, noEndpoint, upstreamErrors atomic.Uint64

@@ -6,7 +6,8 @@
 //! Standard library only: a thread per open connection over std::net
 //! (threads are reused; at most --max-connections), with keep-alive;
 //! SIGTERM/SIGINT keep serving for a grace period, then stop
-//! accepting, finish in-flight work and exit 0.
+//! accepting, finish in-flight work and exit 0; a second signal exits at
+//! once (status 1).
 //!
 //! `prequal-backend --sleep DUR` only sleeps: the pod's preStop hook, since
 //! the distroless image has no shell or sleep binary.
@@ -109,7 +110,20 @@ fn run(cfg: config::Config, signals: signals::Signals) -> Result<(), String> {
                 // balancers (EndpointSlice propagation, a file source reload):
                 // requests sent to it meanwhile are still answered.
                 let grace = a.cfg.shutdown_grace;
-                eprintln!("prequal-backend: signal {sig}: serving {grace:?} more, then draining");
+                eprintln!("prequal-backend: signal {sig}: serving {grace:?} more, then draining (a second signal exits at once)");
+                // A second signal (an operator's second Ctrl-C) does not wait
+                // for the grace and the drain: orchestrators signal once.
+                let forced = a.clone();
+                let _ = thread::Builder::new()
+                    .name("signals-again".into())
+                    .spawn(move || {
+                        let sig = signals.wait();
+                        eprintln!(
+                            "prequal-backend: signal {sig} again: exiting now, {} connections open",
+                            forced.conns.open()
+                        );
+                        std::process::exit(1);
+                    });
                 thread::sleep(grace);
                 eprintln!("prequal-backend: closing the listener, draining");
                 accept::stop(&a, addr);

@@ -294,6 +294,23 @@ fn sigterm_keeps_accepting_for_the_grace_period_then_exits_0() {
 }
 
 #[test]
+fn second_sigterm_exits_at_once_without_the_grace() {
+    // A grace far longer than the wait below: only the second signal can
+    // end the process in time.
+    let mut b = Backend::start(&["--shutdown-grace", "300s"]);
+    b.sigterm();
+    b.wait_log("signal 15:");
+    assert!(
+        healthz(&b).starts_with("HTTP/1.1 200"),
+        "serving in the grace"
+    );
+    b.sigterm();
+    let st = b.wait_exit(Duration::from_secs(60));
+    assert_eq!(st.code(), Some(1), "{st:?}: {}", b.log.lock().unwrap());
+    assert!(b.log.lock().unwrap().contains("again: exiting now"));
+}
+
+#[test]
 fn sleep_subcommand_for_the_prestop_hook() {
     let st = Command::new(BIN)
         .args(["--sleep", "10ms"])

@@ -98,33 +98,42 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	l.see(now)
 	// Averse endpoints take part only when every endpoint is averse; a
 	// pick counts as an aversion when an averse one was at least as idle
-	// as the chosen.
-	healthy := l.healthyCount()
-	eligible := func(i int) bool { return healthy == 0 || !l.averse(i) }
-	// Two passes, one random draw: the fewest in flight and how many tie,
-	// then the chosen one among the ties.
+	// as the chosen. One pass finds the fewest in flight among the healthy
+	// (and how many tie) and among all; an endpoint busier than the
+	// healthy best so far cannot matter, so its aversion is not asked.
 	least, ties, averseLeast := math.MaxInt, 0, math.MaxInt
+	leastAll, tiesAll := math.MaxInt, 0
 	for i := range l.eps {
-		if !eligible(i) {
-			averseLeast = min(averseLeast, l.eps[i].inFlight)
-			continue
+		f := l.eps[i].inFlight
+		switch {
+		case f < leastAll:
+			leastAll, tiesAll = f, 1
+		case f == leastAll:
+			tiesAll++
 		}
-		switch f := l.eps[i].inFlight; {
+		switch {
+		case f > least:
+		case l.averse(i):
+			averseLeast = min(averseLeast, f)
 		case f < least:
 			least, ties = f, 1
-		case f == least:
+		default:
 			ties++
 		}
 	}
-	if averseLeast <= least {
+	allAverse := ties == 0
+	if allAverse {
+		least, ties = leastAll, tiesAll
+	} else if averseLeast <= least {
 		l.aversions++
 	}
+	// Then the chosen one among the ties, with one random draw.
 	n := 0
 	if ties > 1 {
 		n = rng.IntN(ties)
 	}
 	for i := range l.eps {
-		if eligible(i) && l.eps[i].inFlight == least {
+		if l.eps[i].inFlight == least && (allAverse || !l.averse(i)) {
 			if n == 0 {
 				return l.pick(i), nil
 			}

@@ -10,8 +10,9 @@ type endpoint struct {
 	errors   uint64
 	health   errorRate // recent outcomes, for error aversion
 	// busySince is when the endpoint last went from idle to busy and
-	// lastDone when it last finished a request: for stall detection.
-	busySince, lastDone time.Time
+	// lastDone when it last finished a request (base.instant readings): for
+	// stall detection.
+	busySince, lastDone int64
 }
 
 // Pool removal reasons, indexes into base.removals.
@@ -34,6 +35,9 @@ type base struct {
 	byAddr map[string]int
 	gen    uint64    // bumped by every SetEndpoints
 	now    time.Time // the latest time a call brought; aversion is judged at it
+	// nowClock is now as a clock reading (see erroraversion.go).
+	nowClock     int64
+	instantEpoch time.Time
 
 	aversions uint64 // picks that passed over an averse endpoint
 
@@ -89,7 +93,7 @@ func (b *base) setEndpoints(addrs []string) (old []endpoint, oldIdx map[string]i
 func (b *base) pick(i int) Picked {
 	e := &b.eps[i]
 	if e.inFlight == 0 {
-		e.busySince = b.now
+		e.busySince = b.nowClock
 	}
 	e.picks++
 	e.inFlight++
@@ -124,11 +128,11 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 	if failed(status) {
 		e.errors++
 	}
-	e.health.observe(now, status)
+	b.observe(&e.health, now, status)
 	// Only an answer shows the endpoint working: timeouts and clients
 	// giving up on a hung endpoint arrive steadily and must not.
-	if status >= 100 && status != 499 && now.After(e.lastDone) {
-		e.lastDone = now
+	if status >= 100 && status != 499 {
+		e.lastDone = max(e.lastDone, b.instant(now))
 	}
 	return i
 }

@@ -45,64 +45,69 @@ type errorRate struct {
 	fails, total float64
 	at           time.Time // when the counts were last brought up to date
 	// averseUntil is when the decayed total falls below the minimum
-	// sample; the endpoint is averse before it. Precomputed at each
-	// outcome so that a pick only compares times.
-	averseUntil time.Time
-	// excludedUntil is set by Exclude (the ingress's outlier ejection);
-	// outcomes do not move it.
-	excludedUntil time.Time
+	// sample; the endpoint is averse before it. excludedUntil is set by
+	// Exclude (the ingress's outlier ejection); outcomes do not move it.
+	// Both are clock readings (base.instant), precomputed so that a pick
+	// only compares integers: every policy asks about every endpoint on
+	// every pick.
+	averseUntil, excludedUntil int64
 }
 
 // failed reports whether status counts against the endpoint: no response
 // (0) or a 5xx.
 func failed(status int) bool { return status == 0 || status >= 500 }
 
-// observe adds one outcome at now. Two count neither way: 499 (the client
-// went away) is not the endpoint's doing, and 503 is a full queue shedding
-// load, which the load signals (in flight, RIF) already carry; counting it
-// made replicas averse in turn in overload and doubled prequal's p99 of
-// successes in c6-overload (simulation: 677 → 1320 ms).
-func (r *errorRate) observe(now time.Time, status int) {
+// observe adds one outcome at now to h. Two count neither way: 499 (the
+// client went away) is not the endpoint's doing, and 503 is a full queue
+// shedding load, which the load signals (in flight, RIF) already carry;
+// counting it made replicas averse in turn in overload and doubled
+// prequal's p99 of successes in c6-overload (simulation: 677 → 1320 ms).
+func (b *base) observe(h *errorRate, now time.Time, status int) {
 	if status == 499 || status == 503 {
 		return
 	}
-	if dt := now.Sub(r.at); dt > 0 && r.total > 0 {
+	if dt := now.Sub(h.at); dt > 0 && h.total > 0 {
 		w := math.Exp(-float64(dt) / float64(AversionDecay))
-		r.fails *= w
-		r.total *= w
+		h.fails *= w
+		h.total *= w
 	}
-	if now.After(r.at) {
-		r.at = now
+	if now.After(h.at) {
+		h.at = now
 	}
-	r.total++
+	h.total++
 	if failed(status) {
-		r.fails++
+		h.fails++
 	}
-	r.averseUntil = time.Time{}
-	if floor := AversionMinSamples - 1.0; r.total > floor && r.fails > AversionThreshold*r.total {
+	h.averseUntil = 0
+	if floor := AversionMinSamples - 1.0; h.total > floor && h.fails > AversionThreshold*h.total {
 		// total·e^(−t/τ) > floor  ⇔  t < τ·ln(total/floor)
-		d := float64(AversionDecay) * math.Log(r.total/floor)
-		r.averseUntil = r.at.Add(time.Duration(d) + 1)
+		d := float64(AversionDecay) * math.Log(h.total/floor)
+		h.averseUntil = b.instant(h.at) + int64(d) + 1
 	}
-}
-
-// averse reports whether the endpoint is to be avoided at now.
-func (r *errorRate) averse(now time.Time) bool {
-	return now.Before(r.averseUntil) || now.Before(r.excludedUntil)
 }
 
 // averse reports whether endpoint i is to be avoided at the time of the
-// call in progress (b.now).
+// call in progress (b.nowClock).
 func (b *base) averse(i int) bool {
 	e := &b.eps[i]
-	return e.health.averse(b.now) || (e.inFlight > 0 && b.now.Sub(later(e.busySince, e.lastDone)) > AversionStall)
+	t := b.nowClock
+	return t < e.health.averseUntil || t < e.health.excludedUntil ||
+		(e.inFlight > 0 && t-max(e.busySince, e.lastDone) > int64(AversionStall))
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// clockSpan puts the epoch of base.instant this far before the first time
+// seen, so that every reading a policy meets is positive and 0 means long
+// ago.
+const clockSpan = 50 * 365 * 24 * time.Hour
+
+// instant turns t into nanoseconds since the policy's epoch, an integer
+// that a pick can compare cheaply. Readings keep the monotonic clock when
+// t has one (Sub uses it).
+func (b *base) instant(t time.Time) int64 {
+	if b.instantEpoch.IsZero() {
+		b.instantEpoch = t.Add(-clockSpan)
 	}
-	return b
+	return int64(t.Sub(b.instantEpoch))
 }
 
 // see advances the policy's notion of the current time (for Stats, which
@@ -110,6 +115,7 @@ func later(a, b time.Time) time.Time {
 func (b *base) see(now time.Time) {
 	if now.After(b.now) {
 		b.now = now
+		b.nowClock = b.instant(now)
 	}
 }
 
@@ -176,7 +182,10 @@ func (b *base) redrawHealthy(i int, rng *rand.Rand) int {
 func (b *base) Exclude(addr string, until time.Time) bool {
 	i, ok := b.byAddr[addr]
 	if ok {
-		b.eps[i].health.excludedUntil = until
+		b.eps[i].health.excludedUntil = 0
+		if !until.IsZero() {
+			b.eps[i].health.excludedUntil = b.instant(until)
+		}
 	}
 	return ok
 }

@@ -1,6 +1,7 @@
 package loadbalancer
 
 import (
+	"math"
 	"sort"
 	"testing"
 	"time"
@@ -129,8 +130,22 @@ func TestErrorAversionAllFailingStillPicksEveryEndpoint(t *testing.T) {
 	}
 }
 
+// rateProbe drives one errorRate as base.done does and reads it as
+// base.averse does.
+type rateProbe struct {
+	b base
+	errorRate
+}
+
+func (p *rateProbe) observe(now time.Time, status int) { p.b.observe(&p.errorRate, now, status) }
+
+func (p *rateProbe) averse(now time.Time) bool {
+	t := p.b.instant(now)
+	return t < p.averseUntil || t < p.excludedUntil
+}
+
 func TestErrorRateThresholdAndMinimumSample(t *testing.T) {
-	var r errorRate
+	var r rateProbe
 	for i := range AversionMinSamples - 1 {
 		r.observe(at(i), 500)
 	}
@@ -144,7 +159,7 @@ func TestErrorRateThresholdAndMinimumSample(t *testing.T) {
 	if r.averse(at(6).Add(AversionDecay)) {
 		t.Fatalf("still averse one decay time later with no new outcomes")
 	}
-	var ok errorRate
+	var ok rateProbe
 	for i := range 20 {
 		status := 200
 		if i%5 == 0 {
@@ -155,7 +170,7 @@ func TestErrorRateThresholdAndMinimumSample(t *testing.T) {
 	if ok.averse(at(20)) {
 		t.Fatalf("averse at a 20%% error rate, threshold %.0f%%", 100*AversionThreshold)
 	}
-	var client errorRate
+	var client rateProbe
 	for i := range 20 {
 		client.observe(at(i), 499)
 	}
@@ -371,11 +386,50 @@ func TestErrorAversionStallIgnoresClientsLeaving(t *testing.T) {
 
 // 503 (a full queue shedding load) makes no endpoint averse.
 func TestErrorRateIgnoresServiceUnavailable(t *testing.T) {
-	var r errorRate
+	var r rateProbe
 	for i := range 20 {
 		r.observe(at(i), 503)
 	}
 	if r.averse(at(20)) || r.total != 0 {
 		t.Fatalf("503s counted: total %v, averse %v", r.total, r.averse(at(20)))
+	}
+}
+
+// The decayed counts at their boundaries: the threshold is strict (exactly
+// 25% failures is not averse), and AversionMinSamples failures at one
+// instant keep an endpoint averse for exactly τ·ln(5/4), while their
+// decayed count is above AversionMinSamples − 1.
+func TestErrorRateBoundaries(t *testing.T) {
+	var quarter rateProbe
+	for i := range 4 * AversionMinSamples {
+		status := 200
+		if i%4 == 0 {
+			status = 500
+		}
+		quarter.observe(at(0), status)
+	}
+	if quarter.averse(at(0)) {
+		t.Fatalf("averse at exactly %.0f%% failures (%v of %v)", 100*AversionThreshold, quarter.fails, quarter.total)
+	}
+	quarter.observe(at(0), 500)
+	if !quarter.averse(at(0)) {
+		t.Fatalf("not averse just above the threshold (%v of %v)", quarter.fails, quarter.total)
+	}
+
+	var five rateProbe
+	for range AversionMinSamples {
+		five.observe(at(0), 0)
+	}
+	span := time.Duration(float64(AversionDecay) * math.Log(AversionMinSamples/(AversionMinSamples-1.0)))
+	if !five.averse(at(0).Add(span - time.Millisecond)) {
+		t.Fatalf("not averse 1 ms before τ·ln(5/4) = %v", span)
+	}
+	if five.averse(at(0).Add(span + time.Millisecond)) {
+		t.Fatalf("still averse 1 ms after τ·ln(5/4) = %v", span)
+	}
+	// One more failure then, on a decayed count of 4: 5 again, averse again.
+	five.observe(at(0).Add(span+time.Millisecond), 0)
+	if !five.averse(at(0).Add(span + 2*time.Millisecond)) {
+		t.Fatalf("a failure on a decayed count of %.3f did not make it averse again", five.total)
 	}
 }

@@ -88,6 +88,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if _, err := artifacts.RemoveStaleTemp(dir); err != nil {
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
+	if opts.ResumeDir != "" && !c.Finished.IsZero() {
+		if runs, ok := allRunsOK(dir, c.Plan); ok {
+			// Nothing to run: no fleet started, campaign.json untouched
+			// (a session or a new finish time would change the record).
+			fmt.Fprintf(opts.Warn, "resume: every run of %s finished ok; nothing to do\n", dir)
+			return &Result{Dir: dir, Campaign: *c, Runs: runs}, nil
+		}
+	}
 	res := &Result{Dir: dir}
 	write := func() error {
 		res.Campaign = *c
@@ -277,6 +285,20 @@ func finishedRuns(dir string, plan []artifacts.PlannedRun, warn io.Writer) (map[
 		}
 	}
 	return done, artifacts.SyncDir(filepath.Join(dir, artifacts.RunsDir))
+}
+
+// allRunsOK returns the runs of the plan, in its order, when every one
+// finished ok; it only reads.
+func allRunsOK(dir string, plan []artifacts.PlannedRun) ([]artifacts.Run, bool) {
+	runs := make([]artifacts.Run, 0, len(plan))
+	for _, p := range plan {
+		var r artifacts.Run
+		if err := artifacts.ReadJSON(filepath.Join(dir, p.Dir, artifacts.RunFile), &r); err != nil || r.Status != artifacts.StatusOK {
+			return nil, false
+		}
+		runs = append(runs, r)
+	}
+	return runs, true
 }
 
 type runner struct {

@@ -38,11 +38,20 @@ const (
 	// share. A replica with at least one working slot finishes a request
 	// every service time, far below this.
 	AversionStall = time.Second
+	// AversionShedShare: 503s count neither way (a full queue shedding
+	// load), unless they are nearly all an endpoint answers. A replica
+	// that answers 503 at once to everything looks idle and fast, as a
+	// fail-fast 500 does (least-request sent one of 4 such replicas 86% of
+	// the requests in a simulation); one in overload still serves the
+	// requests its slots take (at 1.7x a fleet's capacity, round-robin's
+	// slowest replicas shed about 60%).
+	AversionShedShare = 0.9
 )
 
 // errorRate is an endpoint's decayed failure and outcome counts.
 type errorRate struct {
 	fails, total float64
+	shed         float64   // 503s, decayed alike; not part of total
 	at           time.Time // when the counts were last brought up to date
 	// averseUntil is when the decayed total falls below the minimum
 	// sample; the endpoint is averse before it. excludedUntil is set by
@@ -57,31 +66,49 @@ type errorRate struct {
 // (0) or a 5xx.
 func failed(status int) bool { return status == 0 || status >= 500 }
 
-// observe adds one outcome at now to h. Two count neither way: 499 (the
-// client went away) is not the endpoint's doing, and 503 is a full queue
-// shedding load, which the load signals (in flight, RIF) already carry;
-// counting it made replicas averse in turn in overload and doubled
-// prequal's p99 of successes in c6-overload (simulation: 677 → 1320 ms).
+// observe adds one outcome at now to h. 499 counts neither way (the
+// client went away, not the endpoint's doing). A 503 is a full queue
+// shedding load, which the load signals (in flight, RIF) already carry:
+// counting it as a failure made replicas averse in turn in overload and
+// doubled prequal's p99 of successes in c6-overload (simulation: 677 →
+// 1320 ms), so it counts only in shed, and only an endpoint that sheds
+// more than AversionShedShare of what it is sent is averse for it.
 func (b *base) observe(h *errorRate, now time.Time, status int) {
-	if status == 499 || status == 503 {
+	if status == 499 {
 		return
 	}
-	if dt := now.Sub(h.at); dt > 0 && h.total > 0 {
+	if dt := now.Sub(h.at); dt > 0 && h.total+h.shed > 0 {
 		w := math.Exp(-float64(dt) / float64(AversionDecay))
 		h.fails *= w
 		h.total *= w
+		h.shed *= w
 	}
 	if now.After(h.at) {
 		h.at = now
 	}
-	h.total++
-	if failed(status) {
+	switch {
+	case status == 503:
+		h.shed++
+	case failed(status):
 		h.fails++
+		h.total++
+	default:
+		h.total++
+	}
+	// Averse while the decayed count of the outcomes that make it so
+	// stays above the minimum sample (the shares do not change as the
+	// counts decay): count·e^(−t/τ) > floor  ⇔  t < τ·ln(count/floor).
+	const floor = AversionMinSamples - 1.0
+	count := 0.0
+	if h.total > floor && h.fails > AversionThreshold*h.total {
+		count = h.total
+	}
+	if all := h.total + h.shed; all > floor && h.shed > AversionShedShare*all {
+		count = max(count, all)
 	}
 	h.averseUntil = 0
-	if floor := AversionMinSamples - 1.0; h.total > floor && h.fails > AversionThreshold*h.total {
-		// total·e^(−t/τ) > floor  ⇔  t < τ·ln(total/floor)
-		d := float64(AversionDecay) * math.Log(h.total/floor)
+	if count > 0 {
+		d := float64(AversionDecay) * math.Log(count/floor)
 		h.averseUntil = b.instant(h.at) + int64(d) + 1
 	}
 }

@@ -16,6 +16,12 @@ import (
 // when it never heals).
 func sinkholeRun(t *testing.T, name string, n int, dur, healAt time.Duration) (Policy, uint64, uint64) {
 	t.Helper()
+	return sinkholeRunStatus(t, name, n, dur, healAt, 500)
+}
+
+// sinkholeRunStatus is sinkholeRun with endpoint 0 answering failStatus.
+func sinkholeRunStatus(t *testing.T, name string, n int, dur, healAt time.Duration, failStatus int) (Policy, uint64, uint64) {
+	t.Helper()
 	p := newPolicy(t, name, n, nil)
 	rng := newRNG()
 	eps := addrs(n)
@@ -37,7 +43,7 @@ func sinkholeRun(t *testing.T, name string, n int, dur, healAt time.Duration) (P
 			r := running[k]
 			status := 200
 			if !r.ok {
-				status = 500
+				status = failStatus
 			}
 			p.Done(r.end, r.pk, r.end.Sub(r.start), status)
 		}
@@ -384,14 +390,42 @@ func TestErrorAversionStallIgnoresClientsLeaving(t *testing.T) {
 	}
 }
 
-// 503 (a full queue shedding load) makes no endpoint averse.
+// 503 (a full queue shedding load) makes no endpoint averse while the
+// endpoint also serves: an overloaded replica shedding 60% of what it is
+// sent stays in.
 func TestErrorRateIgnoresServiceUnavailable(t *testing.T) {
 	var r rateProbe
-	for i := range 20 {
+	for i := range 50 {
+		status := 200
+		if i%5 < 3 {
+			status = 503
+		}
+		r.observe(at(i), status)
+	}
+	if r.averse(at(50)) || r.fails != 0 || r.total > 20 {
+		t.Fatalf("503s counted: failures %v, total %v (want at most the 20 answers), averse %v", r.fails, r.total, r.averse(at(50)))
+	}
+}
+
+// A replica that answers 503 at once to everything is a sinkhole like a
+// fail-fast 500 (without the shed share least-request sent it 86% of the
+// requests, p2c 50%): every policy sends it far less than its fair share.
+func TestErrorAversionAvoidsInstant503Replica(t *testing.T) {
+	const n = 4
+	for _, name := range Names() {
+		p, faulty, picks := sinkholeRunStatus(t, name, n, 4*time.Second, -1, 503)
+		share := float64(faulty) / float64(picks)
+		t.Logf("%s: instant-503 share %.4f (%d of %d), aversions %d", name, share, faulty, picks, p.Stats().Aversions)
+		if share > 0.02 {
+			t.Errorf("%s: the instant-503 replica got %.2f%% of picks, want <= 2%% (fair share %.0f%%)", name, 100*share, 100.0/n)
+		}
+	}
+	var r rateProbe
+	for i := range AversionMinSamples {
 		r.observe(at(i), 503)
 	}
-	if r.averse(at(20)) || r.total != 0 {
-		t.Fatalf("503s counted: total %v, averse %v", r.total, r.averse(at(20)))
+	if !r.averse(at(AversionMinSamples)) {
+		t.Fatalf("not averse after %d 503s and nothing else", AversionMinSamples)
 	}
 }
 

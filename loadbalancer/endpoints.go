@@ -13,6 +13,8 @@ type endpoint struct {
 	// lastDone when it last finished a request (base.instant readings): for
 	// stall detection.
 	busySince, lastDone int64
+	// answerGap is the recent longest wait for an answer while busy.
+	answerGap int64
 }
 
 // Pool removal reasons, indexes into base.removals.
@@ -132,7 +134,7 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 	// Only an answer shows the endpoint working: timeouts and clients
 	// giving up on a hung endpoint arrive steadily and must not.
 	if status >= 100 && status != 499 {
-		e.lastDone = max(e.lastDone, b.instant(now))
+		b.answered(e, now)
 	}
 	return i
 }
@@ -146,6 +148,7 @@ func (b *base) resetCounters() {
 		b.eps[i].picks = 0
 		b.eps[i].errors = 0
 		b.eps[i].health = errorRate{}
+		b.eps[i].answerGap = 0
 	}
 	b.aversions = 0
 	b.picks, b.fallbacks, b.hotPicks, b.coldPicks, b.probesPlanned = 0, 0, 0, 0, 0

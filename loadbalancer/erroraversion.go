@@ -36,7 +36,10 @@ const (
 	// failures only when they time out (seconds later); meanwhile the
 	// policies that do not read in-flight counts kept sending it its full
 	// share. A replica with at least one working slot finishes a request
-	// every service time, far below this.
+	// every service time, far below this. One whose answers legitimately
+	// take longer (a slow replica at low load, long requests) gets twice
+	// its recent longest wait for an answer instead: with 1 s alone,
+	// round-robin sent a healthy 1.5 s replica 32% of the picks, not 50%.
 	AversionStall = time.Second
 	// AversionShedShare: 503s count neither way (a full queue shedding
 	// load), unless they are nearly all an endpoint answers. A replica
@@ -119,7 +122,17 @@ func (b *base) averse(i int) bool {
 	e := &b.eps[i]
 	t := b.nowClock
 	return t < e.health.averseUntil || t < e.health.excludedUntil ||
-		(e.inFlight > 0 && t-max(e.busySince, e.lastDone) > int64(AversionStall))
+		(e.inFlight > 0 && t-max(e.busySince, e.lastDone) > max(int64(AversionStall), 2*e.answerGap))
+}
+
+// answered records an answer from e at now: the wait for it since e went
+// busy or last answered feeds e's answerGap, a peak that fades by 1/16 an
+// answer (a hung replica gives none, so it keeps the gap it had).
+func (b *base) answered(e *endpoint, now time.Time) {
+	t := b.instant(now)
+	gap := t - max(e.busySince, e.lastDone)
+	e.answerGap = max(gap, e.answerGap-e.answerGap/16)
+	e.lastDone = max(e.lastDone, t)
 }
 
 // clockSpan puts the epoch of base.instant this far before the first time

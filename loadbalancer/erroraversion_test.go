@@ -467,3 +467,49 @@ func TestErrorRateBoundaries(t *testing.T) {
 		t.Fatalf("a failure on a decayed count of %.3f did not make it averse again", five.total)
 	}
 }
+
+// A replica that is slow but answers (every request 1.5 s, longer than
+// AversionStall) is not a stalled one: once it has answered, the stall
+// rule waits twice its longest gap between answers, so round-robin still
+// sends it its share (the rule alone skipped it for most of each request).
+func TestErrorAversionStallSparesSlowReplica(t *testing.T) {
+	for _, name := range []string{NameRoundRobin, NameRandom} {
+		p := newPolicy(t, name, 2, nil)
+		rng := newRNG()
+		slow := addrs(2)[1]
+		type inflight struct {
+			pk  Picked
+			end int
+		}
+		var running []inflight
+		var slowPicks, picks int
+		for ms := 0; ms < 40000; ms += 700 {
+			kept := running[:0]
+			for _, r := range running {
+				if r.end <= ms {
+					p.Done(at(r.end), r.pk, 0, 200)
+				} else {
+					kept = append(kept, r)
+				}
+			}
+			running = kept
+			pk := mustPick(t, p, at(ms), rng)
+			d := 10
+			if pk.Endpoint == slow {
+				d = 1500
+			}
+			running = append(running, inflight{pk, ms + d})
+			if ms >= 5000 {
+				picks++
+				if pk.Endpoint == slow {
+					slowPicks++
+				}
+			}
+		}
+		share := float64(slowPicks) / float64(picks)
+		t.Logf("%s: slow replica's share %.3f, aversions %d", name, share, p.Stats().Aversions)
+		if share < 0.4 {
+			t.Errorf("%s: the slow (1.5 s) replica got %.1f%% of picks, want about 50%%", name, 100*share)
+		}
+	}
+}

@@ -206,8 +206,10 @@ type Ingress struct {
 	ProbeTimeout   Duration `json:"probeTimeout,omitempty"`
 	ProbeWorkers   int      `json:"probeWorkers,omitempty"`
 	ProbeQueueSize int      `json:"probeQueueSize,omitempty"`
-	// Retry makes the ingress retry a request once on another endpoint
-	// when connecting fails (--retry).
+	// Retry is the ingress's --retry: besides a failed connect, which the
+	// ingress always retries once on another endpoint, it also retries
+	// idempotent requests without a body whose exchange failed before
+	// the response headers.
 	Retry bool `json:"retry,omitempty"`
 }
 

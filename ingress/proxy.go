@@ -200,9 +200,10 @@ func (rs *routeState) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		now := time.Now()
 		status := 0
-		if req.Context().Err() != nil {
-			// The client gave up, or stalled sending its body (the server
-			// cancels the request then); not the endpoint's fault.
+		if req.Context().Err() != nil || isClientBodyError(err) {
+			// The client gave up, stalled sending its body (the server
+			// cancels the request then) or sent a body that does not parse
+			// (a bad chunk size): not the endpoint's fault.
 			status = 499
 		}
 		rs.attemptDone(pol, p, now.Sub(start), status, now)
@@ -368,6 +369,7 @@ const (
 // endpoint address, route key or error text reaches a client. The details
 // go to the (rate-limited) log and the metrics.
 var statusBodies = map[int]string{
+	http.StatusBadRequest:         "400 Bad Request\n",
 	http.StatusRequestTimeout:     "408 Request Timeout\n",
 	http.StatusBadGateway:         "502 Bad Gateway\n",
 	http.StatusServiceUnavailable: "503 Service Unavailable\n",
@@ -389,6 +391,9 @@ func (rs *routeState) errorHandler(w http.ResponseWriter, r *http.Request, err e
 		// The client went away; nobody reads an answer. 499 as nginx logs it.
 		rs.finish(499)
 		return
+	case isClientBodyError(err):
+		// A malformed body (e.g. a bad chunk size): the client's error.
+		code = http.StatusBadRequest
 	case isTimeout(err):
 		rs.upstreamError(upstreamTimeout, err)
 		code = http.StatusGatewayTimeout

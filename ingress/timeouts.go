@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -60,10 +61,29 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// closed connection; a deadline left behind would expire there and
 		// cancel a request that is only waiting for its backend.
 		_ = rc.SetReadDeadline(time.Time{})
-	case err != nil && isTimeout(err):
-		b.timedOut.Store(true)
+	case err != nil:
+		if isTimeout(err) {
+			b.timedOut.Store(true)
+		}
+		// Marked, because the transport returns a body-read error as it is
+		// and the proxy must not blame the endpoint for it.
+		err = &clientBodyError{err}
 	}
 	return n, err
+}
+
+// clientBodyError is a failure to read the client's request body.
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string {
+	return "reading the client's request body: " + e.err.Error()
+}
+func (e *clientBodyError) Unwrap() error { return e.err }
+
+// isClientBodyError reports whether err came from reading the client's body.
+func isClientBodyError(err error) bool {
+	var ce *clientBodyError
+	return errors.As(err, &ce)
 }
 
 // clientBodyTimedOut reports whether the request answered through w had a

@@ -152,10 +152,15 @@ func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
 		writeText(w, http.StatusOK, "ok\n")
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(i.reg, promhttp.HandlerOpts{Registry: i.reg}))
-	mux.HandleFunc("/routes", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+	// Reads name endpoint addresses and route keys: a rebound DNS name must
+	// not read them either.
+	read := func(h http.HandlerFunc) http.HandlerFunc {
+		return method(http.MethodGet, localHostOnly(cfg.Token != "", h))
+	}
+	mux.HandleFunc("/routes", read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, i.Routes())
 	}))
-	mux.HandleFunc("/admin/state", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/admin/state", read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, i.State())
 	}))
 	// State-changing endpoints: guarded against cross-site requests.
@@ -243,9 +248,17 @@ func sameSiteOnly(tokenChecked bool, h http.HandlerFunc) http.HandlerFunc {
 				fmt.Sprintf("admin: %s needs Content-Type: application/json, got %q", r.URL.Path, r.Header.Get("Content-Type")))
 			return
 		}
+		localHostOnly(tokenChecked, h)(w, r)
+	}
+}
+
+// localHostOnly refuses, without a token, a Host that is not "localhost" or
+// an IP literal: the name a DNS-rebinding page would send (see sameSiteOnly).
+func localHostOnly(tokenChecked bool, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !tokenChecked && !localHost(r.Host) {
 			writeJSONError(w, http.StatusForbidden,
-				fmt.Sprintf("admin: Host %q refused: without a token, state changes need a loopback or IP-literal Host", r.Host))
+				fmt.Sprintf("admin: Host %q refused: without a token, the admin API needs a loopback or IP-literal Host", r.Host))
 			return
 		}
 		h(w, r)

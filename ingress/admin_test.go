@@ -468,3 +468,47 @@ func TestAdmin_TokenLiftsTheHostRule(t *testing.T) {
 		t.Fatalf("algorithm %s, want p2c", a)
 	}
 }
+
+// Reads name endpoint addresses and route keys, so a page of a rebound DNS
+// name must not read them either; loopback, IP literals and a token may.
+func TestAdmin_ReadsRefuseRebindingHosts(t *testing.T) {
+	ing, err := New(Options{Seed: 1, DefaultAlgorithm: "random"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing.Update([]route.Spec{{Key: "k", Path: "/", Endpoints: []string{"127.0.0.1:9"}}})
+	get := func(url, host, token string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	open := adminServer(t, ing, AdminConfig{})
+	withToken := adminServer(t, ing, AdminConfig{Token: "s3cret"})
+	for _, p := range []string{"/admin/state", "/routes"} {
+		if code := get(open+p, "evil.example", ""); code != http.StatusForbidden {
+			t.Errorf("GET %s with Host evil.example: %d, want 403", p, code)
+		}
+		if code := get(open+p, "127.0.0.1", ""); code != http.StatusOK {
+			t.Errorf("GET %s with a loopback Host: %d, want 200", p, code)
+		}
+		if code := get(withToken+p, "ingress.prequalbench.svc:8081", "s3cret"); code != http.StatusOK {
+			t.Errorf("GET %s with a token and a DNS Host: %d, want 200", p, code)
+		}
+	}
+	// Probes and scrapes stay open: kubelet and Prometheus use pod IPs.
+	if code := get(open+"/healthz", "evil.example", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz: %d, want 200", code)
+	}
+}

@@ -109,6 +109,9 @@ var (
 type backend struct {
 	info artifacts.Backend
 	proc *proc
+	// probeFault is the group's configured probe fault ("" or "none" for
+	// none): such a replica's probe cannot show a clean reset.
+	probeFault string
 }
 
 type ingress struct {
@@ -233,7 +236,7 @@ func (e *Env) startBackend(ctx context.Context, route string, g scenario.Backend
 	}
 	addr := strings.TrimSpace(string(b))
 	e.setAddress(name, addr)
-	return backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: route}, proc: p}, nil
+	return backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: route}, proc: p, probeFault: g.ProbeFault}, nil
 }
 
 // routeFile is one route of the ingress's routes file.

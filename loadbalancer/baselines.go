@@ -162,8 +162,10 @@ func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		p.aversions++
 		return p.pick(w), nil
 	}
-	if p.averse(a) { // both drawn are averse
-		return p.pick(p.redrawHealthy(a, rng)), nil
+	if p.averse(a) { // both drawn are averse: a healthy one elsewhere wins
+		if i := p.redrawHealthy(a, rng); i != a {
+			return p.pick(i), nil
+		}
 	}
 	fa, fb := p.eps[a].inFlight, p.eps[b].inFlight
 	if fb < fa || (fb == fa && rng.IntN(2) == 0) {

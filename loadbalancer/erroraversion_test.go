@@ -513,3 +513,42 @@ func TestErrorAversionStallSparesSlowReplica(t *testing.T) {
 		}
 	}
 }
+
+// With every endpoint averse, p2c and peak-ewma still apply their own
+// rule: of two averse endpoints the idle one wins (they took the first
+// draw, a coin flip, before).
+func TestErrorAversionAllAverseKeepsPolicyRule(t *testing.T) {
+	for _, name := range []string{NameP2C, NamePeakEWMA} {
+		p := newPolicy(t, name, 2, nil)
+		rng := newRNG()
+		eps := addrs(2)
+		// Endpoint 0 ends up with requests in flight, endpoint 1 with none.
+		var busy int
+		var idle []Picked
+		for range 20 {
+			if pk := mustPick(t, p, at(0), rng); pk.Endpoint == eps[0] {
+				busy++
+			} else {
+				idle = append(idle, pk)
+			}
+		}
+		for _, pk := range idle {
+			p.Done(at(0), pk, time.Millisecond, 200)
+		}
+		if busy == 0 {
+			t.Fatalf("%s: no pick of endpoint 0 in 20", name)
+		}
+		for _, ep := range eps {
+			if !p.(Excluder).Exclude(ep, at(1000)) {
+				t.Fatalf("%s: Exclude(%s) = false", name, ep)
+			}
+		}
+		for k := range 50 {
+			pk := mustPick(t, p, at(1+k), rng)
+			if pk.Endpoint == eps[0] {
+				t.Fatalf("%s: pick %d went to the endpoint with %d in flight, not the idle one, while both are excluded", name, k, busy)
+			}
+			p.Done(at(1+k), pk, time.Millisecond, 200)
+		}
+	}
+}

@@ -68,8 +68,10 @@ func (p *peakEWMA) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		p.aversions++
 		return p.pick(w), nil
 	}
-	if p.averse(a) { // both drawn are averse
-		return p.pick(p.redrawHealthy(a, rng)), nil
+	if p.averse(a) { // both drawn are averse: a healthy one elsewhere wins
+		if i := p.redrawHealthy(a, rng); i != a {
+			return p.pick(i), nil
+		}
 	}
 	ca, cb := p.cost(a, now), p.cost(b, now)
 	if cb < ca || (cb == ca && rng.IntN(2) == 0) {

@@ -35,6 +35,9 @@ type OutlierConfig struct {
 	// default 0.5.
 	MaxEjectedFraction float64
 	// MinHosts with enough requests for the success-rate test; default 3.
+	// With the default StdevFactor the test ejects nothing on fewer than
+	// 5 such hosts anyway: the largest z-score among n rates is √(n−1),
+	// 1.73 for 4. Small routes rely on Consecutive.
 	MinHosts int
 	// MinRequests in an interval for an endpoint to take part; default 20.
 	MinRequests int

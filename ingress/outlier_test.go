@@ -143,8 +143,10 @@ func TestOutliers_SuccessRateOutlier(t *testing.T) {
 	if len(ej) != 1 || ej[0].addr != eps[9] || ej[0].reason != ejectSuccessRate {
 		t.Fatalf("success-rate ejections %+v, want %s", ej, eps[9])
 	}
-	// Too few hosts with enough requests: no verdict.
-	o2, eps2 := newOutliersT(t, 10, nil)
+	// Too few hosts with enough requests: no verdict. (A low factor, since
+	// with 1.9 no host of fewer than 5 can be an outlier: the largest
+	// z-score among n is √(n−1).)
+	o2, eps2 := newOutliersT(t, 10, func(c *OutlierConfig) { c.StdevFactor = 0.5 })
 	var ej2 []ejection
 	for k := range 40 {
 		for i, ep := range eps2[:2] {
@@ -194,5 +196,29 @@ func TestOutliers_ServiceUnavailableDoesNotEject(t *testing.T) {
 	}
 	if len(ej) != 1 {
 		t.Fatalf("5 500s with 503s between: %d ejections, want 1", len(ej))
+	}
+}
+
+// On a route of 4, even a host failing every other request is no
+// success-rate outlier at the default factor (the largest z-score of 4
+// rates is √3 = 1.73 < 1.9); on 5 it is (2.0). Small routes rely on
+// Consecutive.
+func TestOutliers_SuccessRateNeedsFiveHosts(t *testing.T) {
+	for _, n := range []int{4, 5} {
+		o, eps := newOutliersT(t, n, nil)
+		var ej []ejection
+		for k := range 40 {
+			for i, ep := range eps {
+				status := 200
+				if i == 0 && k%2 == 0 {
+					status = 500
+				}
+				ej = o.observe(oat(k), ep, status, ej)
+			}
+		}
+		ej = o.tick(oat(1000), ej)
+		if want := n >= 5; (len(ej) == 1) != want {
+			t.Errorf("%d hosts: success-rate ejections %+v, want one: %v", n, ej, want)
+		}
 	}
 }

@@ -153,19 +153,12 @@ var _ Policy = (*p2c)(nil)
 func newP2C() *p2c { return &p2c{probeless{newBase(NameP2C)}} }
 
 func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
-	a, b, err := twoDistinct(len(p.eps), rng)
+	a, b, w, err := p.drawTwo(now, rng)
 	if err != nil {
 		return Picked{}, err
 	}
-	p.see(now)
-	if w, decided := p.preferHealthy(a, b); decided {
-		p.aversions++
+	if w >= 0 {
 		return p.pick(w), nil
-	}
-	if p.averse(a) { // both drawn are averse: a healthy one elsewhere wins
-		if i := p.redrawHealthy(a, rng); i != a {
-			return p.pick(i), nil
-		}
 	}
 	fa, fb := p.eps[a].inFlight, p.eps[b].inFlight
 	if fb < fa || (fb == fa && rng.IntN(2) == 0) {

@@ -184,6 +184,29 @@ func (b *base) nthHealthy(k int) int {
 	panic("loadbalancer: healthy endpoint count out of step")
 }
 
+// drawTwo draws two distinct endpoints for a power-of-two-choices pick
+// and settles the pick when aversion decides it: w is the endpoint to use
+// when exactly one of the two is averse (counted as an aversion), or when
+// both are and a healthy endpoint elsewhere wins; otherwise w is -1 and the
+// policy's own rule chooses between a and b.
+func (b *base) drawTwo(now time.Time, rng *rand.Rand) (a, c, w int, err error) {
+	a, c, err = twoDistinct(len(b.eps), rng)
+	if err != nil {
+		return 0, 0, -1, err
+	}
+	b.see(now)
+	if h, decided := b.preferHealthy(a, c); decided {
+		b.aversions++
+		return a, c, h, nil
+	}
+	if b.averse(a) { // both drawn are averse: a healthy one elsewhere wins
+		if i := b.redrawHealthy(a, rng); i != a {
+			return a, c, i, nil
+		}
+	}
+	return a, c, -1, nil
+}
+
 // preferHealthy returns whichever of two candidates is not averse when
 // exactly one is, and whether that decided the pick (counted as an
 // aversion); otherwise it returns a and false, leaving the choice to the

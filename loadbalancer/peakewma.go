@@ -59,19 +59,12 @@ func (p *peakEWMA) cost(i int, now time.Time) float64 {
 }
 
 func (p *peakEWMA) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
-	a, b, err := twoDistinct(len(p.eps), rng)
+	a, b, w, err := p.drawTwo(now, rng)
 	if err != nil {
 		return Picked{}, err
 	}
-	p.see(now)
-	if w, decided := p.preferHealthy(a, b); decided {
-		p.aversions++
+	if w >= 0 {
 		return p.pick(w), nil
-	}
-	if p.averse(a) { // both drawn are averse: a healthy one elsewhere wins
-		if i := p.redrawHealthy(a, rng); i != a {
-			return p.pick(i), nil
-		}
 	}
 	ca, cb := p.cost(a, now), p.cost(b, now)
 	if cb < ca || (cb == ca && rng.IntN(2) == 0) {

@@ -35,9 +35,9 @@ type base struct {
 	name   string
 	eps    []endpoint
 	byAddr map[string]int
-	gen    uint64    // bumped by every SetEndpoints
-	now    time.Time // the latest time a call brought; aversion is judged at it
-	// nowClock is now as a clock reading (see erroraversion.go).
+	gen    uint64 // bumped by every SetEndpoints
+	// nowClock is the latest time a call brought, as a clock reading (see
+	// base.instant); aversion is judged at it.
 	nowClock     int64
 	instantEpoch time.Time
 
@@ -116,7 +116,7 @@ func (b *base) lookup(p Picked) (int, bool) {
 // done settles a finished request and returns its endpoint's index, or -1
 // when the endpoint has left the set.
 func (b *base) done(now time.Time, p Picked, status int) int {
-	b.see(now)
+	t := b.see(now)
 	i, ok := b.lookup(p)
 	if !ok {
 		return -1
@@ -130,11 +130,11 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 	if failed(status) {
 		e.errors++
 	}
-	b.observe(&e.health, now, status)
+	b.observe(&e.health, t, status)
 	// Only an answer shows the endpoint working: timeouts and clients
 	// giving up on a hung endpoint arrive steadily and must not.
 	if status >= 100 && status != 499 {
-		b.answered(e, now)
+		b.answered(e, t)
 	}
 	return i
 }

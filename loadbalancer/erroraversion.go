@@ -54,8 +54,8 @@ const (
 // errorRate is an endpoint's decayed failure and outcome counts.
 type errorRate struct {
 	fails, total float64
-	shed         float64   // 503s, decayed alike; not part of total
-	at           time.Time // when the counts were last brought up to date
+	shed         float64 // 503s, decayed alike; not part of total
+	at           int64   // clock reading (base.instant) of the last update
 	// averseUntil is when the decayed total falls below the minimum
 	// sample; the endpoint is averse before it. excludedUntil is set by
 	// Exclude (the ingress's outlier ejection); outcomes do not move it.
@@ -76,19 +76,17 @@ func failed(status int) bool { return status == 0 || status >= 500 }
 // doubled prequal's p99 of successes in c6-overload (simulation: 677 →
 // 1320 ms), so it counts only in shed, and only an endpoint that sheds
 // more than AversionShedShare of what it is sent is averse for it.
-func (b *base) observe(h *errorRate, now time.Time, status int) {
+func (b *base) observe(h *errorRate, t int64, status int) {
 	if status == 499 {
 		return
 	}
-	if dt := now.Sub(h.at); dt > 0 && h.total+h.shed > 0 {
+	if dt := t - h.at; dt > 0 && h.total+h.shed > 0 {
 		w := math.Exp(-float64(dt) / float64(AversionDecay))
 		h.fails *= w
 		h.total *= w
 		h.shed *= w
 	}
-	if now.After(h.at) {
-		h.at = now
-	}
+	h.at = max(h.at, t)
 	switch {
 	case status == 503:
 		h.shed++
@@ -112,7 +110,7 @@ func (b *base) observe(h *errorRate, now time.Time, status int) {
 	h.averseUntil = 0
 	if count > 0 {
 		d := float64(AversionDecay) * math.Log(count/floor)
-		h.averseUntil = b.instant(h.at) + int64(d) + 1
+		h.averseUntil = h.at + int64(d) + 1
 	}
 }
 
@@ -128,8 +126,7 @@ func (b *base) averse(i int) bool {
 // answered records an answer from e at now: the wait for it since e went
 // busy or last answered feeds e's answerGap, a peak that fades by 1/16 an
 // answer (a hung replica gives none, so it keeps the gap it had).
-func (b *base) answered(e *endpoint, now time.Time) {
-	t := b.instant(now)
+func (b *base) answered(e *endpoint, t int64) {
 	gap := t - max(e.busySince, e.lastDone)
 	e.answerGap = max(gap, e.answerGap-e.answerGap/16)
 	e.lastDone = max(e.lastDone, t)
@@ -151,12 +148,12 @@ func (b *base) instant(t time.Time) int64 {
 }
 
 // see advances the policy's notion of the current time (for Stats, which
-// has no time argument); calls may arrive slightly out of order.
-func (b *base) see(now time.Time) {
-	if now.After(b.now) {
-		b.now = now
-		b.nowClock = b.instant(now)
-	}
+// has no time argument; calls may arrive slightly out of order) and
+// returns now as a clock reading.
+func (b *base) see(now time.Time) int64 {
+	t := b.instant(now)
+	b.nowClock = max(b.nowClock, t)
+	return t
 }
 
 // healthyCount counts the endpoints that are not averse.

@@ -143,7 +143,9 @@ type rateProbe struct {
 	errorRate
 }
 
-func (p *rateProbe) observe(now time.Time, status int) { p.b.observe(&p.errorRate, now, status) }
+func (p *rateProbe) observe(now time.Time, status int) {
+	p.b.observe(&p.errorRate, p.b.instant(now), status)
+}
 
 func (p *rateProbe) averse(now time.Time) bool {
 	t := p.b.instant(now)

@@ -87,24 +87,12 @@ type prequal struct {
 	replicas []replicaState
 	stale    uint64 // answers dropped as older than one already received
 
-	// epoch anchors receipt times; entries store ns since it, so age checks
-	// are integer compares (and monotonic when the caller's times are).
-	epoch     time.Time
-	haveEpoch bool
-}
-
-// clock returns now as ns since the epoch, fixing the epoch on first use.
-func (p *prequal) clock(now time.Time) int64 {
-	if !p.haveEpoch {
-		p.epoch, p.haveEpoch = now, true
-	}
-	return int64(now.Sub(p.epoch))
 }
 
 // probeEntry is one pool entry, kept small (40 bytes) because the pool is
 // scanned and shifted on every pick.
 type probeEntry struct {
-	received int64 // local receipt time, ns since the policy's epoch
+	received int64 // local receipt time, a clock reading (base.instant)
 	latency  time.Duration
 	ep       int32 // index into eps
 	rif      int32
@@ -303,8 +291,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		return Picked{}, ErrNoEndpoints
 	}
 	p.oweProbes(now)
-	p.expire(p.clock(now))
-	p.see(now)
+	p.expire(p.see(now))
 	if len(p.pool) < p.cfg.MinProbes {
 		p.fallbacks++
 		i := p.redrawHealthy(rng.IntN(n), rng)
@@ -573,7 +560,7 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		return
 	}
 	p.countOutcome(ProbeOK)
-	clk := p.clock(now)
+	clk := p.instant(now)
 	rs := &p.replicas[ep]
 	if rs.answered && clk < rs.lastAnswer {
 		// Received before the answer already taken in (the caller

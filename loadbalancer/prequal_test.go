@@ -292,7 +292,7 @@ func TestPrequal_HCLRule(t *testing.T) {
 			}
 			// The window fillers are old; let them age out of the pool but
 			// stay in the RIF window.
-			p.expire(p.clock(at(1100)))
+			p.expire(p.instant(at(1100)))
 			p.pool = p.pool[:0]
 			fill(p, at(1100), tt.replies)
 			pk := mustPick(t, p, at(1100), newRNG())
@@ -359,7 +359,7 @@ func TestPrequal_OneEntryPerReplica(t *testing.T) {
 	if len(p.pool) != 2 {
 		t.Fatalf("pool size = %d, want 2 (one entry per replica)", len(p.pool))
 	}
-	if e := p.pool[1]; e.ep != 0 || e.rif != 0 || e.latency != time.Millisecond || e.received != p.clock(at(2)) {
+	if e := p.pool[1]; e.ep != 0 || e.rif != 0 || e.latency != time.Millisecond || e.received != p.instant(at(2)) {
 		t.Errorf("replica 0's entry = %+v, want the newest answer", e)
 	}
 	if got := p.Stats().PoolRemovals["replaced"]; got != 1 {

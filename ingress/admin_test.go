@@ -379,7 +379,13 @@ func TestServe_NonLoopbackAdminNeedsToken(t *testing.T) {
 // adminRequest sends a POST to the admin API with the given headers.
 func adminRequest(t *testing.T, url, host, contentType, origin, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	return adminRequestAs(t, http.MethodPost, url, host, contentType, origin, token, body)
+}
+
+// adminRequestAs sends method to the admin API with the given headers.
+func adminRequestAs(t *testing.T, method, url, host, contentType, origin, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Host = host
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -479,20 +485,8 @@ func TestAdmin_ReadsRefuseRebindingHosts(t *testing.T) {
 	ing.Update([]route.Spec{{Key: "k", Path: "/", Endpoints: []string{"127.0.0.1:9"}}})
 	get := func(url, host, token string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := adminRequestAs(t, http.MethodGet, url, host, "", "", token, "")
+		return code
 	}
 	open := adminServer(t, ing, AdminConfig{})
 	withToken := adminServer(t, ing, AdminConfig{Token: "s3cret"})

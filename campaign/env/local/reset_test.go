@@ -1,13 +1,10 @@
 package local
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/scenario"
-	"github.com/prequalbench/prequalbench/internal/testbackend"
 )
 
 const probeFaultScenario = `
@@ -38,20 +35,7 @@ protocol:
 // probe after a reset; its /reset counters are the check, so the reset
 // still verifies. A healthy replica's probe is still checked.
 func TestReset_VerifiesAFleetWithProbeFaults(t *testing.T) {
-	s, err := scenario.Parse([]byte(probeFaultScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(Options{Scenario: s, BackendBin: testbackend.Binary(t), IngressBin: ingressBinary(t), LogDir: t.TempDir(), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := e.Setup(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e, ctx := setupEnv(t, probeFaultScenario)
 	if err := e.SetAlgorithm(ctx, "prequal"); err != nil {
 		t.Fatal(err)
 	}

@@ -94,8 +94,11 @@ func groupBackends(e *Env, group string) []backend {
 // removes them from the ingress before stopping them, so a client sending
 // all along sees no failed request. Round-robin sends to every endpoint,
 // so a replica stopped while still routed to would fail requests.
-func TestScaleGroup_UpAndDownUnderLoad(t *testing.T) {
-	s, err := scenario.Parse([]byte(scaleScenario))
+// setupEnv starts a local environment of the scenario in yaml (real
+// backends and an ingress) for the test, and a context that bounds it.
+func setupEnv(t *testing.T, yaml string) (*Env, context.Context) {
+	t.Helper()
+	s, err := scenario.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +106,17 @@ func TestScaleGroup_UpAndDownUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := e.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return e, ctx
+}
+
+func TestScaleGroup_UpAndDownUnderLoad(t *testing.T) {
+	e, ctx := setupEnv(t, scaleScenario)
 	target := e.LoadTargets()[0].URL
 
 	// Four clients send sequentially until the scalings are done (at most

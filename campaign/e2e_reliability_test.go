@@ -157,13 +157,7 @@ func waitNoProcessLeft(t *testing.T, dir string) {
 // inside the campaign directory, and --resume finishes the campaign
 // without losing or repeating a finished run and removes the leftovers.
 func TestE2E_KillNineThenResume(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	c := startCLI(t, ctx, "--scenario", testdata(t, "tiny.yaml"), "--out", out, "--ingress-replicas", "1", "--reps", "1")
+	ctx, out, c := startTiny(t, "--reps", "1")
 	var dir string
 	waitFor(t, c, "run 1 finished and run 2 started", func() bool {
 		dir = onlyDir(out)
@@ -214,13 +208,7 @@ func TestE2E_KillNineThenResume(t *testing.T) {
 // Two resumes of one interrupted campaign: the second is refused at once
 // with a message naming the first, which finishes the campaign.
 func TestE2E_SecondResumeIsRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	c := startCLI(t, ctx, "--scenario", testdata(t, "tiny.yaml"), "--out", out, "--ingress-replicas", "1", "--reps", "1")
+	ctx, out, c := startTiny(t, "--reps", "1")
 	var dir string
 	waitFor(t, c, "run 1 finished", func() bool {
 		dir = onlyDir(out)
@@ -260,13 +248,7 @@ func TestE2E_SecondResumeIsRefused(t *testing.T) {
 // An empty run.json (what a crash could leave before fsync) does not stop
 // a resume: that run is run again, the others are kept.
 func TestE2E_CorruptRunJSONIsRunAgain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	c := startCLI(t, ctx, "--scenario", testdata(t, "tiny.yaml"), "--out", out, "--ingress-replicas", "1", "--reps", "1")
+	ctx, out, c := startTiny(t, "--reps", "1")
 	if err := c.wait(t); err != nil {
 		t.Fatalf("campaign: %v\n%s", err, c.output())
 	}
@@ -298,13 +280,7 @@ func TestE2E_CorruptRunJSONIsRunAgain(t *testing.T) {
 // A backend killed mid-campaign fails the run it happens in, with the
 // reason, and stops the campaign at once (no run after it is tried).
 func TestE2E_BackendKilledMidCampaign(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	c := startCLI(t, ctx, "--scenario", testdata(t, "tiny.yaml"), "--out", out, "--ingress-replicas", "1")
+	_, out, c := startTiny(t)
 	var dir string
 	waitFor(t, c, "run 2 started", func() bool {
 		dir = onlyDir(out)
@@ -389,4 +365,19 @@ func TestE2E_TwoCampaignsInTheSameSecond(t *testing.T) {
 		t.Logf("attempt %d: the two started in different seconds (%s, %s); again", attempt, entries[0].Name(), entries[1].Name())
 	}
 	t.Skip("the two campaigns never started in the same second")
+}
+
+// startTiny starts the CLI on the tiny scenario with one ingress replica
+// (plus extra flags) in a new output directory, for an end-to-end test
+// bounded by 5 minutes; it skips the test under -short.
+func startTiny(t *testing.T, extra ...string) (context.Context, string, *cli) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs real processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	out := t.TempDir()
+	args := append([]string{"--scenario", testdata(t, "tiny.yaml"), "--out", out, "--ingress-replicas", "1"}, extra...)
+	return ctx, out, startCLI(t, ctx, args...)
 }

@@ -157,6 +157,11 @@ impl Gate {
         }
     }
 
+    /// Requests waiting for a slot now.
+    pub fn queued(&self) -> usize {
+        self.lock().queue.len()
+    }
+
     /// Clears max_queue and rejected (POST /reset); waiters are untouched.
     pub fn reset_counters(&self) {
         let mut st = self.lock();

@@ -6,6 +6,23 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+/// A response header's value: a fixed string or a number, written without
+/// an allocation of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderValue {
+    Str(&'static str),
+    Int(u64),
+}
+
+impl std::fmt::Display for HeaderValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderValue::Str(s) => f.write_str(s),
+            HeaderValue::Int(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// Cap on the request line plus headers.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Cap on a request body (the only body we expect is {"iterations": n}),
@@ -488,7 +505,7 @@ pub fn write_response(
     content_type: &str,
     body: &[u8],
     keep_alive: bool,
-    extra_headers: &[(&str, &str)],
+    extra_headers: &[(&str, HeaderValue)],
     head_only: bool,
 ) -> io::Result<()> {
     let mut out = Vec::with_capacity(160 + body.len());
@@ -888,13 +905,16 @@ pub mod tests {
             "text/plain",
             b"full\n",
             false,
-            &[("X-A", "1")],
+            &[
+                ("X-A", HeaderValue::Str("1")),
+                ("X-B", HeaderValue::Int(42)),
+            ],
             false,
         )
         .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-A: 1\r\nConnection: close\r\n\r\nfull\n"
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-A: 1\r\nX-B: 42\r\nConnection: close\r\n\r\nfull\n"
         );
     }
 }

@@ -24,6 +24,7 @@ mod http;
 #[cfg(test)]
 mod http_fuzz;
 mod json;
+mod load;
 mod server;
 mod signals;
 

@@ -8,8 +8,9 @@ use crate::dist::Rng;
 use crate::estimator::Estimator;
 use crate::gate::{Denied, Gate};
 use crate::hash;
-use crate::http::{write_response, Conn, Request};
+use crate::http::{write_response, Conn, HeaderValue, Request};
 use crate::json;
+use crate::load::Meter;
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,12 +38,17 @@ pub struct App {
     rif: AtomicU64,
     served: AtomicU64,
     estimator: Mutex<Estimator>,
+    /// qps, eps and utilization over the last second, for probes.
+    load: Mutex<Meter>,
     rng: Mutex<Rng>,
     /// The monotonic clock's origin for latency samples and antagonists.
     start: Instant,
     shutdown: AtomicBool,
     /// Open connections: the cap, and draining at shutdown.
     pub conns: Conns,
+    /// Tests freeze the clock here (ns since start; 0: the real clock).
+    #[cfg(test)]
+    fake_ns: AtomicU64,
 }
 
 /// A response to write; `close` ends the connection after it.
@@ -50,7 +56,7 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
-    pub extra: Vec<(&'static str, &'static str)>,
+    pub extra: Vec<(&'static str, HeaderValue)>,
 }
 
 impl Response {
@@ -74,8 +80,21 @@ impl Response {
 
     fn method_not_allowed(allow: &'static str) -> Response {
         let mut r = Response::text(405, "method not allowed\n");
-        r.extra.push(("Allow", allow));
+        r.extra.push(("Allow", HeaderValue::Str(allow)));
         r
+    }
+
+    /// Adds the server feedback headers every /work response carries: the
+    /// queue length (waiting, not in service) now, and this request's
+    /// service time (time in a slot; 0 without one).
+    fn feedback(mut self, queued: usize, service: Duration) -> Response {
+        self.extra
+            .push(("X-Prequal-Queue", HeaderValue::Int(queued as u64)));
+        self.extra.push((
+            "X-Prequal-Service-Us",
+            HeaderValue::Int(service.as_micros() as u64),
+        ));
+        self
     }
 }
 
@@ -109,10 +128,13 @@ impl App {
                 Estimator::new(cfg.latency_window.as_nanos() as u64)
                     .with_idle_max_age(cfg.latency_idle_max_age.as_nanos() as u64),
             ),
+            load: Mutex::new(Meter::new(capacity, 0)),
             rng: Mutex::new(Rng::new(cfg.seed)),
             start: Instant::now(),
             shutdown: AtomicBool::new(false),
             conns: Conns::new(),
+            #[cfg(test)]
+            fake_ns: AtomicU64::new(0),
             cfg,
         }
     }
@@ -128,7 +150,18 @@ impl App {
         self.conns.wake();
     }
 
+    fn meter(&self) -> std::sync::MutexGuard<'_, Meter> {
+        self.load.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn now_ns(&self) -> u64 {
+        #[cfg(test)]
+        {
+            let fake = self.fake_ns.load(Ordering::SeqCst);
+            if fake != 0 {
+                return fake;
+            }
+        }
         self.start.elapsed().as_nanos() as u64
     }
 
@@ -144,6 +177,7 @@ impl App {
             );
             if cap != last {
                 self.gate.set_capacity(cap);
+                self.meter().set_capacity(self.now_ns(), cap);
                 last = cap;
             }
             thread::sleep(Duration::from_millis(2));
@@ -158,7 +192,9 @@ impl App {
                 if get || req.method == "POST" {
                     return self.work(req, client_gone);
                 }
+                self.meter().answered(self.now_ns(), false);
                 Response::method_not_allowed("GET, POST")
+                    .feedback(self.gate.queued(), Duration::ZERO)
             }
             "/prequal/probe" if get => return self.probe(client_gone),
             "/healthz" | "/health" if get => Response::text(200, "ok"),
@@ -170,6 +206,7 @@ impl App {
                     .clear();
                 self.served.store(0, Ordering::SeqCst);
                 self.gate.reset_counters();
+                self.meter().reset(self.now_ns());
                 Response::json(200, self.stats_json())
             }
             "/prequal/probe" | "/healthz" | "/health" | "/stats" => {
@@ -238,12 +275,21 @@ impl App {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)
             .saturating_sub(clock_offset.as_millis() as u64);
+        let load = self.meter().snapshot(self.now_ns());
+        // Unlimited capacity has no utilization: the key is left out, which
+        // clients read as unknown.
+        let utilization = load
+            .utilization
+            .map_or(String::new(), |u| format!(",\"utilization\":{u:.4}"));
         format!(
-            "{{\"rif\":{},\"latency_median_ms\":{},\"timestamp_ms\":{},\"samples\":{}}}",
+            "{{\"rif\":{},\"latency_median_ms\":{},\"timestamp_ms\":{},\"samples\":{},\"qps\":{:.3},\"eps\":{:.3}{}}}",
             rif,
             est.median_ms.map_or("null".to_string(), json::ms),
             unix_ms,
-            est.samples
+            est.samples,
+            load.qps,
+            load.eps,
+            utilization
         )
     }
 
@@ -281,10 +327,12 @@ impl App {
         let iterations = match App::iterations(req) {
             Ok(n) => n,
             Err(e) => {
+                self.meter().answered(self.now_ns(), false);
                 return Outcome::Respond(
-                    Response::json(400, format!("{{\"error\":{}}}", quote(&e))),
+                    Response::json(400, format!("{{\"error\":{}}}", quote(&e)))
+                        .feedback(self.gate.queued(), Duration::ZERO),
                     None,
-                )
+                );
             }
         };
         let arrival = Instant::now();
@@ -297,8 +345,10 @@ impl App {
                 // A broken replica still measures its own (tiny) latency,
                 // which is what makes it look attractive: the sinkhole case.
                 self.record(rif_at_arrival, arrival);
+                self.meter().answered(self.now_ns(), true);
                 return Outcome::Respond(
-                    Response::json(500, "{\"error\":\"work fault: fail_fast\"}".into()),
+                    Response::json(500, "{\"error\":\"work fault: fail_fast\"}".into())
+                        .feedback(self.gate.queued(), Duration::ZERO),
                     Some(token),
                 );
             }
@@ -316,14 +366,17 @@ impl App {
         let permit = match self.gate.acquire(&mut *client_gone) {
             Ok(p) => p,
             Err(Denied::Overflow) => {
+                self.meter().answered(self.now_ns(), true);
                 return Outcome::Respond(
-                    Response::json(503, "{\"error\":\"queue full\"}".into()),
+                    Response::json(503, "{\"error\":\"queue full\"}".into())
+                        .feedback(self.gate.queued(), Duration::ZERO),
                     Some(token),
-                )
+                );
             }
             Err(Denied::Cancelled) => return Outcome::Close,
         };
         let started = Instant::now();
+        self.meter().start(self.now_ns());
         let queue = started - arrival;
         let draw = |mean: f64| {
             let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
@@ -344,6 +397,12 @@ impl App {
         }
         let service = started.elapsed();
         drop(permit);
+        {
+            let now = self.now_ns();
+            let mut load = self.meter();
+            load.stop(now);
+            load.answered(now, false);
+        }
         self.record(rif_at_arrival, arrival);
         self.served.fetch_add(1, Ordering::SeqCst);
         let body = format!(
@@ -353,7 +412,10 @@ impl App {
             rif_at_arrival,
             iterations
         );
-        Outcome::Respond(Response::json(200, body), Some(token))
+        Outcome::Respond(
+            Response::json(200, body).feedback(self.gate.queued(), service),
+            Some(token),
+        )
     }
 
     fn record(&self, rif_at_arrival: u64, arrival: Instant) {
@@ -496,14 +558,18 @@ mod tests {
             body.starts_with("{\"rif\":0,\"latency_median_ms\":null,\"timestamp_ms\":"),
             "{body}"
         );
-        assert!(body.ends_with(",\"samples\":0}"), "{body}");
+        assert!(body.contains(",\"samples\":0,"), "{body}");
+        assert!(
+            body.ends_with(",\"qps\":0.000,\"eps\":0.000,\"utilization\":0.0000}"),
+            "an idle replica reports no load: {body}"
+        );
         let (code, body) = call(&a, &req("POST", "/work", r#"{"iterations": 500}"#));
         assert_eq!(code, 200, "{body}");
         assert!(body.contains("\"rif_at_arrival\":0"), "{body}");
         assert!(body.contains("\"iterations\":500"), "{body}");
         let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
         assert!(
-            !body.contains("null") && body.ends_with(",\"samples\":1}"),
+            !body.contains("null") && body.contains(",\"samples\":1,"),
             "{body}"
         );
     }
@@ -581,7 +647,7 @@ mod tests {
         assert_eq!(call(&a, &req("GET", "/work", "")).0, 500);
         let (_, probe) = call(&a, &req("GET", "/prequal/probe", ""));
         assert!(
-            probe.ends_with(",\"samples\":1}"),
+            probe.contains(",\"samples\":1,"),
             "fail_fast is measured: {probe}"
         );
         let a = app(&["--work-fault", "hang"]);
@@ -638,5 +704,149 @@ mod tests {
             .unwrap()
             .as_millis() as u64;
         assert!(now - ts >= 3_600_000 - 1000, "offset {} ms", now - ts);
+    }
+
+    /// The value of a response header the handler set.
+    fn header(resp: &Response, name: &str) -> Option<u64> {
+        resp.extra
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| match v {
+                HeaderValue::Int(n) => *n,
+                HeaderValue::Str(s) => panic!("{name}: {s:?} is not a number"),
+            })
+    }
+
+    fn respond(a: &App, r: &Request) -> Response {
+        match a.handle(r, &mut || false) {
+            Outcome::Respond(resp, _) => resp,
+            Outcome::Close => panic!("closed"),
+        }
+    }
+
+    /// A number field of a probe answer.
+    fn field(body: &str, key: &str) -> Option<f64> {
+        let rest = body.split(&format!("\"{key}\":")).nth(1)?;
+        rest.split([',', '}']).next()?.parse().ok()
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn probe_reports_rates_of_answered_work() {
+        let a = app(&[
+            "--concurrency",
+            "1",
+            "--queue-limit",
+            "0",
+            "--service-time",
+            "0s",
+        ]);
+        a.fake_ns.store(5 * S, Ordering::SeqCst);
+        for _ in 0..6 {
+            assert_eq!(call(&a, &req("GET", "/work", "")).0, 200);
+        }
+        assert_eq!(call(&a, &req("GET", "/work?iterations=x", "")).0, 400);
+        // Slot taken: queue full, 503s, which count as errors.
+        let held = a.gate.acquire(|| false).unwrap();
+        for _ in 0..3 {
+            assert_eq!(call(&a, &req("GET", "/work", "")).0, 503);
+        }
+        drop(held);
+        // Probes and other endpoints are not /work: not counted.
+        call(&a, &req("GET", "/healthz", ""));
+        call(&a, &req("GET", "/prequal/probe", ""));
+        // At 5.5 s the window is [4.6 s, 5.5 s]: 0.9 s.
+        a.fake_ns.store(5 * S + S / 2, Ordering::SeqCst);
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert_eq!(field(&body, "qps"), Some(11.111), "{body}");
+        assert_eq!(field(&body, "eps"), Some(3.333), "{body}");
+        // A second later they have all left the window.
+        a.fake_ns.store(6 * S + S / 2, Ordering::SeqCst);
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert_eq!(field(&body, "qps"), Some(0.0), "{body}");
+        assert_eq!(field(&body, "eps"), Some(0.0), "{body}");
+        // fail_fast 500s are errors too.
+        let a = app(&["--work-fault", "fail_fast"]);
+        a.fake_ns.store(5 * S, Ordering::SeqCst);
+        assert_eq!(call(&a, &req("GET", "/work", "")).0, 500);
+        a.fake_ns.store(5 * S + S / 2, Ordering::SeqCst);
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert_eq!(field(&body, "eps"), Some(1.111), "{body}");
+        assert_eq!(field(&body, "qps"), Some(1.111), "{body}");
+    }
+
+    #[test]
+    fn probe_utilization_follows_busy_slots() {
+        let a = app(&["--concurrency", "1", "--service-time", "300ms"]);
+        a.fake_ns.store(S, Ordering::SeqCst);
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert_eq!(field(&body, "utilization"), Some(0.0), "idle: {body}");
+        thread::scope(|s| {
+            let h = s.spawn(|| call(&a, &req("GET", "/work", "")).0);
+            let end = Instant::now() + Duration::from_secs(10);
+            while a.meter().busy() == 0 {
+                assert!(Instant::now() < end, "request never entered service");
+                thread::sleep(Duration::from_millis(1));
+            }
+            // The one slot busy for the whole window [2.1 s, 3 s].
+            a.fake_ns.store(3 * S, Ordering::SeqCst);
+            let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+            assert_eq!(field(&body, "utilization"), Some(1.0), "busy: {body}");
+            assert_eq!(h.join().unwrap(), 200);
+        });
+        // Unlimited capacity: no slots, so no utilization key.
+        let a = app(&["--mode", "sleep"]);
+        let (_, body) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert!(!body.contains("utilization"), "{body}");
+        assert!(field(&body, "qps").is_some(), "{body}");
+    }
+
+    #[test]
+    fn work_responses_carry_queue_and_service_time() {
+        let a = app(&[
+            "--concurrency",
+            "1",
+            "--queue-limit",
+            "1",
+            "--service-time",
+            "20ms",
+        ]);
+        let ok = respond(&a, &req("GET", "/work", ""));
+        assert_eq!(ok.status, 200);
+        assert_eq!(header(&ok, "X-Prequal-Queue"), Some(0));
+        let us = header(&ok, "X-Prequal-Service-Us").unwrap();
+        assert!((20_000..10_000_000).contains(&us), "service {us} us");
+        // One in service, one waiting: a third gets 503 and sees queue 1.
+        let held = a.gate.acquire(|| false).unwrap();
+        thread::scope(|s| {
+            let waiter = s.spawn(|| respond(&a, &req("GET", "/work?iterations=0", "")));
+            let end = Instant::now() + Duration::from_secs(10);
+            while a.gate.queued() == 0 {
+                assert!(Instant::now() < end, "waiter never queued");
+                thread::sleep(Duration::from_millis(1));
+            }
+            let full = respond(&a, &req("GET", "/work", ""));
+            assert_eq!(full.status, 503);
+            assert_eq!(header(&full, "X-Prequal-Queue"), Some(1));
+            assert_eq!(header(&full, "X-Prequal-Service-Us"), Some(0));
+            drop(held);
+            let waited = waiter.join().unwrap();
+            assert_eq!(waited.status, 200);
+            // Zero iterations: a slot held for next to no time.
+            assert!(header(&waited, "X-Prequal-Service-Us").unwrap() < 1_000_000);
+        });
+        for (r, status) in [
+            (req("GET", "/work?iterations=x", ""), 400),
+            (req("PUT", "/work", ""), 405),
+        ] {
+            let resp = respond(&a, &r);
+            assert_eq!(resp.status, status);
+            assert_eq!(header(&resp, "X-Prequal-Queue"), Some(0));
+            assert_eq!(header(&resp, "X-Prequal-Service-Us"), Some(0));
+        }
+        // Only /work carries them.
+        let probe = respond(&a, &req("GET", "/prequal/probe", ""));
+        assert_eq!(header(&probe, "X-Prequal-Queue"), None);
     }
 }

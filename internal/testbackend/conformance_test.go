@@ -398,11 +398,14 @@ func TestProbe_Contract(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if got := strings.Join(keys, ","); got != "latency_median_ms,rif,samples,timestamp_ms" {
+	if got := strings.Join(keys, ","); got != "eps,latency_median_ms,qps,rif,samples,timestamp_ms,utilization" {
 		t.Errorf("probe keys %s", got)
 	}
 	if raw["latency_median_ms"] != nil || raw["samples"] != float64(0) || raw["rif"] != float64(0) {
 		t.Errorf("probe before any work: %s, want rif 0, null latency, 0 samples", body)
+	}
+	if raw["qps"] != float64(0) || raw["eps"] != float64(0) || raw["utilization"] != float64(0) {
+		t.Errorf("probe of an idle replica: %s, want qps, eps and utilization 0", body)
 	}
 	p := decode[probeResp](t, body)
 	if skew := time.Since(time.UnixMilli(p.TimestampMS)); skew < -time.Minute || skew > time.Minute {

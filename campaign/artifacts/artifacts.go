@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -325,7 +326,27 @@ func ReadJSON(path string, v any) error {
 	return nil
 }
 
-// RunDirName is the directory name of a run: "<NN>-rep<R>-<algorithm>".
+// RunDirName is the directory name of a run: "<NN>-rep<R>-<algorithm>",
+// the algorithm as a slug that is safe in a path and a shell:
+// prequal{probes=2,qrif=0.6} becomes prequal_probes-2_qrif-0.6 (run.json
+// keeps the name itself). A plain name is its own slug, so existing
+// campaigns keep their directory names.
 func RunDirName(index, rep int, algorithm string) string {
-	return fmt.Sprintf("%02d-rep%d-%s", index, rep, algorithm)
+	return fmt.Sprintf("%02d-rep%d-%s", index, rep, algorithmSlug(algorithm))
+}
+
+func algorithmSlug(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r == '}':
+		case r == '=':
+			b.WriteByte('-')
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default: // '{', ',', '/', spaces and anything else
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
 }

@@ -176,6 +176,12 @@ const (
 type Protocol struct {
 	// Algorithms compared; default prequal, round-robin, least-request.
 	Algorithms []string `json:"algorithms,omitempty"`
+	// Sweep runs an algorithm parameter at several values, each as a
+	// variant beside the algorithms: "prequal:qrif=0.5,0.7,0.84,0.95,1"
+	// adds prequal{qrif=0.5} ... prequal{qrif=1} to Algorithms (the
+	// resolved scenario lists them) and the report plots each headline
+	// metric against the parameter.
+	Sweep []string `json:"sweep,omitempty"`
 	// Reference is the algorithm the others are compared against;
 	// default prequal if present, else the first algorithm.
 	Reference string `json:"reference,omitempty"`

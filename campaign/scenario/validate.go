@@ -88,6 +88,7 @@ func (s *Scenario) applyDefaults() {
 			p.Algorithms[i] = c
 		}
 	}
+	p.expandSweeps()
 	if c, err := loadbalancer.Canonical(p.Reference); err == nil {
 		p.Reference = c
 	}
@@ -350,13 +351,19 @@ func (v *validator) protocol(p *Protocol) {
 	seen := map[string]bool{}
 	for i, a := range p.Algorithms {
 		f := fmt.Sprintf("protocol.algorithms[%d]", i)
-		if c, err := loadbalancer.Canonical(a); err != nil || c != a {
+		c, err := loadbalancer.Canonical(a)
+		switch {
+		case err != nil && strings.Contains(a, "{"):
+			// A variant: the error names the parameter and what it takes.
+			v.add(f, "%s", strings.TrimPrefix(err.Error(), "loadbalancer: "))
+		case err != nil || c != a:
 			v.add(f, "unknown algorithm %q, allowed: %s", a, strings.Join(loadbalancer.Names(), ", "))
-		} else if seen[a] {
+		case seen[a]:
 			v.add(f, "duplicate algorithm %q", a)
 		}
 		seen[a] = true
 	}
+	v.sweeps(p)
 	if !seen[p.Reference] {
 		v.add("protocol.reference", "got %q, want one of the algorithms: %s", p.Reference, strings.Join(p.Algorithms, ", "))
 	}

@@ -38,6 +38,7 @@ type campaignRunFlags struct {
 	scenario        string
 	env             string
 	algorithms      []string
+	sweeps          []string
 	reps            int
 	seed            uint64
 	out             string
@@ -98,7 +99,8 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl := c.Flags()
 	fl.StringVar(&f.scenario, "scenario", "quickstart", "catalogue name or path to a scenario YAML file")
 	fl.StringVar(&f.env, "env", "local", "environment: "+strings.Join(envNames(), ", "))
-	fl.StringSliceVar(&f.algorithms, "algorithms", nil, "algorithms to compare (overrides the scenario), e.g. prequal,round-robin")
+	fl.StringSliceVar(&f.algorithms, "algorithms", nil, "algorithms to compare (overrides the scenario), e.g. prequal,round-robin or variants such as 'prequal{qrif=0.6,probes=2}'")
+	fl.StringArrayVar(&f.sweeps, "sweep", nil, "run an algorithm parameter at several values beside the algorithms, "+scenario.SweepSyntax+"; repeatable, replaces the scenario's protocol.sweep")
 	fl.IntVar(&f.reps, "reps", 0, "repetitions of every algorithm (overrides the scenario)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the plan's order and of the load (overrides the scenario)")
 	fl.StringVar(&f.out, "out", "results", "directory that receives the campaign directory")
@@ -143,7 +145,7 @@ func resolveScenario(cmd *cobra.Command, f *campaignRunFlags) (*scenario.Scenari
 	p := &s.Protocol
 	if cmd.Flags().Changed("algorithms") {
 		p.Algorithms = nil
-		for _, a := range f.algorithms {
+		for _, a := range scenario.JoinAlgorithmArgs(f.algorithms) {
 			c, err := loadbalancer.Canonical(a)
 			if err != nil {
 				return nil, badInput(fmt.Errorf("--algorithms: %w", err))
@@ -160,6 +162,16 @@ func resolveScenario(cmd *cobra.Command, f *campaignRunFlags) (*scenario.Scenari
 				p.Reference = a
 			}
 		}
+		p.ExpandSweeps() // the scenario's sweep still runs beside them
+	}
+	if cmd.Flags().Changed("sweep") {
+		// Checked here, before anything runs, so the error names the flag.
+		for _, sp := range f.sweeps {
+			if _, err := scenario.ParseSweep(sp); err != nil {
+				return nil, badInput(fmt.Errorf("--sweep %s: %s", sp, strings.TrimPrefix(err.Error(), "loadbalancer: ")))
+			}
+		}
+		p.SetSweeps(f.sweeps)
 	}
 	if cmd.Flags().Changed("reps") {
 		p.Reps = f.reps
@@ -197,7 +209,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 	}
 	opts := campaign.Options{OutDir: f.out, Warn: cmd.ErrOrStderr()}
 	if f.resume != "" {
-		for _, name := range []string{"scenario", "algorithms", "reps", "seed", "duration-scale", "ingress-replicas", "reset", "order"} {
+		for _, name := range []string{"scenario", "algorithms", "sweep", "reps", "seed", "duration-scale", "ingress-replicas", "reset", "order"} {
 			if cmd.Flags().Changed(name) {
 				return badInput(fmt.Errorf("--resume finishes a campaign with its recorded scenario; drop --%s", name))
 			}

@@ -104,7 +104,7 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	least, ties, averseLeast := math.MaxInt, 0, math.MaxInt
 	leastAll, tiesAll := math.MaxInt, 0
 	for i := range l.eps {
-		f := l.eps[i].inFlight
+		f := l.gates[i].inFlight
 		switch {
 		case f < leastAll:
 			leastAll, tiesAll = f, 1
@@ -133,7 +133,7 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		n = rng.IntN(ties)
 	}
 	for i := range l.eps {
-		if l.eps[i].inFlight == least && (allAverse || !l.averse(i)) {
+		if l.gates[i].inFlight == least && (allAverse || !l.averse(i)) {
 			if n == 0 {
 				return l.pick(i), nil
 			}
@@ -160,7 +160,7 @@ func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	if w >= 0 {
 		return p.pick(w), nil
 	}
-	fa, fb := p.eps[a].inFlight, p.eps[b].inFlight
+	fa, fb := p.gates[a].inFlight, p.gates[b].inFlight
 	if fb < fa || (fb == fa && rng.IntN(2) == 0) {
 		a = b
 	}

@@ -4,17 +4,31 @@ import "time"
 
 // endpoint is the state every policy keeps per endpoint.
 type endpoint struct {
-	addr     string
-	picks    uint64
-	inFlight int
-	errors   uint64
-	health   errorRate // recent outcomes, for error aversion
+	addr   string
+	picks  uint64
+	errors uint64
+	health errorRate // recent outcomes, for error aversion
 	// busySince is when the endpoint last went from idle to busy and
 	// lastDone when it last finished a request (base.instant readings): for
 	// stall detection.
 	busySince, lastDone int64
 	// answerGap is the recent longest wait for an answer while busy.
 	answerGap int64
+}
+
+// gate is what every pick reads about an endpoint, kept apart from the
+// endpoint (24 bytes, contiguous) so that the scans every policy makes over
+// all endpoints touch one small record each: asking base.averse used to
+// read five fields spread over a 100-byte endpoint (prequal pick 293–439
+// ns, least-request 392–520 ns, over the 250 ns budget).
+type gate struct {
+	// until: averse before this clock reading (the error rate's
+	// averseUntil or the exclusion, whichever is later).
+	until int64
+	// stallAt: averse after this reading, from the stall rule; MaxInt64
+	// while nothing is in flight.
+	stallAt  int64
+	inFlight int
 }
 
 // Pool removal reasons, indexes into base.removals.
@@ -34,6 +48,7 @@ var removalNames = [numRemovalReasons]string{"overflow", "reuse", "age", "oldest
 type base struct {
 	name   string
 	eps    []endpoint
+	gates  []gate // parallel to eps; see regate
 	byAddr map[string]int
 	gen    uint64 // bumped by every SetEndpoints
 	// nowClock is the latest time a call brought, as a clock reading (see
@@ -86,19 +101,31 @@ func (b *base) setEndpoints(addrs []string) (old []endpoint, oldIdx map[string]i
 		byAddr[a] = len(eps)
 		eps = append(eps, e)
 	}
-	b.eps, b.byAddr = eps, byAddr
+	gates := make([]gate, len(eps))
+	for i := range eps {
+		if j, ok := oldIdx[eps[i].addr]; ok {
+			gates[i].inFlight = b.gates[j].inFlight
+		}
+	}
+	b.eps, b.byAddr, b.gates = eps, byAddr, gates
+	for i := range eps {
+		b.regate(i)
+	}
 	b.gen++
 	return old, oldIdx
 }
 
 // pick records a pick of endpoint i and returns its token.
 func (b *base) pick(i int) Picked {
-	e := &b.eps[i]
-	if e.inFlight == 0 {
+	e, g := &b.eps[i], &b.gates[i]
+	if g.inFlight == 0 {
 		e.busySince = b.nowClock
 	}
 	e.picks++
-	e.inFlight++
+	g.inFlight++
+	if g.inFlight == 1 {
+		b.regate(i)
+	}
 	b.picks++
 	return Picked{Endpoint: e.addr, index: i, gen: b.gen}
 }
@@ -121,11 +148,11 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 	if !ok {
 		return -1
 	}
-	e := &b.eps[i]
+	e, g := &b.eps[i], &b.gates[i]
 	// An endpoint that left and came back starts from zero in flight; a Done
 	// for a pick made before it left must not drive the count negative.
-	if e.inFlight > 0 {
-		e.inFlight--
+	if g.inFlight > 0 {
+		g.inFlight--
 	}
 	if failed(status) {
 		e.errors++
@@ -136,6 +163,7 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 	if status >= 100 && status != 499 {
 		b.answered(e, t)
 	}
+	b.regate(i)
 	return i
 }
 
@@ -149,6 +177,7 @@ func (b *base) resetCounters() {
 		b.eps[i].errors = 0
 		b.eps[i].health = errorRate{}
 		b.eps[i].answerGap = 0
+		b.regate(i)
 	}
 	b.aversions = 0
 	b.picks, b.fallbacks, b.hotPicks, b.coldPicks, b.probesPlanned = 0, 0, 0, 0, 0
@@ -172,7 +201,7 @@ func (b *base) stats(poolSize int) Stats {
 		PoolRemovals:  make(map[string]uint64, numRemovalReasons),
 	}
 	for i, e := range b.eps {
-		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: e.inFlight, Errors: e.errors, Averse: b.averse(i)}
+		s.Endpoints[i] = EndpointStats{Address: e.addr, Picks: e.picks, InFlight: b.gates[i].inFlight, Errors: e.errors, Averse: b.averse(i)}
 	}
 	for i, o := range outcomeIndex {
 		if i < len(outcomeIndex)-1 || b.outcomes[i] > 0 {

@@ -115,12 +115,24 @@ func (b *base) observe(h *errorRate, t int64, status int) {
 }
 
 // averse reports whether endpoint i is to be avoided at the time of the
-// call in progress (b.nowClock).
+// call in progress (b.nowClock): before its gate's until (error rate,
+// exclusion) or after its stallAt (requests in flight and no answer for
+// max(AversionStall, 2·answerGap)).
 func (b *base) averse(i int) bool {
-	e := &b.eps[i]
+	g := &b.gates[i]
 	t := b.nowClock
-	return t < e.health.averseUntil || t < e.health.excludedUntil ||
-		(e.inFlight > 0 && t-max(e.busySince, e.lastDone) > max(int64(AversionStall), 2*e.answerGap))
+	return t < g.until || t > g.stallAt
+}
+
+// regate recomputes endpoint i's gate from its state; every change to
+// the fields averse reads goes through it.
+func (b *base) regate(i int) {
+	e, g := &b.eps[i], &b.gates[i]
+	g.until = max(e.health.averseUntil, e.health.excludedUntil)
+	g.stallAt = math.MaxInt64
+	if g.inFlight > 0 {
+		g.stallAt = max(e.busySince, e.lastDone) + max(int64(AversionStall), 2*e.answerGap)
+	}
 }
 
 // answered records an answer from e at now: the wait for it since e went
@@ -246,6 +258,7 @@ func (b *base) Exclude(addr string, until time.Time) bool {
 		if !until.IsZero() {
 			b.eps[i].health.excludedUntil = b.instant(until)
 		}
+		b.regate(i)
 	}
 	return ok
 }

@@ -55,7 +55,7 @@ func (p *peakEWMA) estimate(i int, now time.Time) float64 {
 }
 
 func (p *peakEWMA) cost(i int, now time.Time) float64 {
-	return p.estimate(i, now) * float64(p.eps[i].inFlight+1)
+	return p.estimate(i, now) * float64(p.gates[i].inFlight+1)
 }
 
 func (p *peakEWMA) Pick(now time.Time, rng *rand.Rand) (Picked, error) {

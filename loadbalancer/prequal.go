@@ -67,6 +67,7 @@ type prequal struct {
 	cfg PrequalConfig
 
 	pool []probeEntry // oldest receipt first; at most one entry per endpoint
+	cats []uint8      // scratch: each pool entry's HCL category in the pick in progress
 
 	rifRing   []int // last RIFWindow probe RIFs in arrival order
 	rifSorted []int // the same values, sorted
@@ -129,6 +130,7 @@ func newPrequal(cfg PrequalConfig) *prequal {
 		base:      newBase(NamePrequal),
 		cfg:       cfg,
 		pool:      make([]probeEntry, 0, cfg.PoolSize),
+		cats:      make([]uint8, cfg.PoolSize),
 		rifRing:   make([]int, 0, cfg.RIFWindow),
 		rifSorted: make([]int, 0, cfg.RIFWindow),
 		bReuse:    1,
@@ -377,9 +379,11 @@ func rankKey(e *probeEntry, cat int) int64 {
 func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 	var best [numCats]int64
 	var ties [numCats]int
+	cats := p.cats[:len(p.pool)] // nthTie reads them back instead of asking again
 	for i := range p.pool {
 		e := &p.pool[i]
 		c := p.category(e, thr)
+		cats[i] = uint8(c)
 		k := rankKey(e, c)
 		if ties[c] == 0 || k < best[c] {
 			best[c], ties[c] = k, 1
@@ -392,31 +396,31 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 	}
 	switch {
 	case ties[catCold] > 0:
-		c := p.nthTie(catCold, thr, best[catCold], ties[catCold], rng)
+		c := p.nthTie(catCold, best[catCold], ties[catCold], rng)
 		if ties[catUnknown] > 0 && best[catUnknown] <= int64(p.pool[c].rif) {
-			return p.nthTie(catUnknown, thr, best[catUnknown], ties[catUnknown], rng), false
+			return p.nthTie(catUnknown, best[catUnknown], ties[catUnknown], rng), false
 		}
 		return c, false
 	case ties[catUnknown] > 0:
-		return p.nthTie(catUnknown, thr, best[catUnknown], ties[catUnknown], rng), false
+		return p.nthTie(catUnknown, best[catUnknown], ties[catUnknown], rng), false
 	case ties[catHot] > 0:
-		return p.nthTie(catHot, thr, best[catHot], ties[catHot], rng), true
+		return p.nthTie(catHot, best[catHot], ties[catHot], rng), true
 	case ties[catExploring] > 0:
-		return p.nthTie(catExploring, thr, best[catExploring], ties[catExploring], rng), false
+		return p.nthTie(catExploring, best[catExploring], ties[catExploring], rng), false
 	}
-	return p.nthTie(catAverse, thr, best[catAverse], ties[catAverse], rng), true
+	return p.nthTie(catAverse, best[catAverse], ties[catAverse], rng), true
 }
 
 // nthTie returns a uniformly random one of the ties entries of category cat
-// whose key is key.
-func (p *prequal) nthTie(cat int, thr int32, key int64, ties int, rng *rand.Rand) int {
+// whose key is key, reading the categories choose recorded.
+func (p *prequal) nthTie(cat int, key int64, ties int, rng *rand.Rand) int {
 	n := 0
 	if ties > 1 {
 		n = rng.IntN(ties)
 	}
 	for i := range p.pool {
 		e := &p.pool[i]
-		if p.category(e, thr) == cat && rankKey(e, cat) == key {
+		if int(p.cats[i]) == cat && rankKey(e, cat) == key {
 			if n == 0 {
 				return i
 			}

@@ -143,16 +143,33 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	panic("loadbalancer: least-request tie count out of step")
 }
 
-// p2c is Envoy's LEAST_REQUEST with equal weights: two endpoints drawn at
-// random without replacement, the one with fewer in-flight requests wins, a
-// tie goes to either with equal chance.
-type p2c struct{ probeless }
+// p2c is Envoy's LEAST_REQUEST with equal weights: Choices endpoints (2 by
+// default) drawn at random without replacement, the one with fewer
+// in-flight requests wins, a tie goes to any of them with equal chance.
+type p2c struct {
+	probeless
+	choices int
+	perm    []int // a permutation of endpoint indexes, for d > 2 draws
+}
 
 var _ Policy = (*p2c)(nil)
 
-func newP2C() *p2c { return &p2c{probeless{newBase(NameP2C)}} }
+func newP2C(cfg P2CConfig) *p2c {
+	return &p2c{probeless: probeless{newBase(NameP2C)}, choices: max(cfg.Choices, 2)}
+}
+
+func (p *p2c) SetEndpoints(now time.Time, endpoints []string) {
+	p.probeless.SetEndpoints(now, endpoints)
+	p.perm = p.perm[:0]
+	for i := range p.eps {
+		p.perm = append(p.perm, i)
+	}
+}
 
 func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
+	if p.choices > 2 && len(p.eps) > 2 {
+		return p.pickD(now, rng)
+	}
 	a, b, w, err := p.drawTwo(now, rng)
 	if err != nil {
 		return Picked{}, err
@@ -165,6 +182,58 @@ func (p *p2c) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		a = b
 	}
 	return p.pick(a), nil
+}
+
+// pickD draws d = min(choices, n) distinct endpoints (partial
+// Fisher-Yates over perm, which stays a permutation) and takes the one
+// with the fewest in flight among the healthy drawn, ties uniformly
+// (reservoir); with every drawn endpoint averse, a healthy one elsewhere
+// wins as with two choices, else the rule applies to them all.
+func (p *p2c) pickD(now time.Time, rng *rand.Rand) (Picked, error) {
+	n := len(p.eps)
+	p.see(now)
+	d := min(p.choices, n)
+	best, ties, averseSeen, healthy := -1, 0, false, false
+	for k := range d {
+		j := k + rng.IntN(n-k)
+		p.perm[k], p.perm[j] = p.perm[j], p.perm[k]
+		i := p.perm[k]
+		if p.averse(i) {
+			averseSeen = true
+			continue
+		}
+		healthy = true
+		switch f := p.gates[i].inFlight; {
+		case best < 0 || f < p.gates[best].inFlight:
+			best, ties = i, 1
+		case f == p.gates[best].inFlight:
+			ties++
+			if rng.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	if !healthy {
+		first := p.perm[0]
+		if i := p.redrawHealthy(first, rng); i != first {
+			return p.pick(i), nil
+		}
+		for k := range d { // all averse everywhere: the rule over the drawn
+			i := p.perm[k]
+			switch f := p.gates[i].inFlight; {
+			case best < 0 || f < p.gates[best].inFlight:
+				best, ties = i, 1
+			case f == p.gates[best].inFlight:
+				ties++
+				if rng.IntN(ties) == 0 {
+					best = i
+				}
+			}
+		}
+	} else if averseSeen {
+		p.aversions++
+	}
+	return p.pick(best), nil
 }
 
 // twoDistinct draws two different indexes below n uniformly; with n == 1

@@ -12,6 +12,15 @@ import (
 type Config struct {
 	Prequal  PrequalConfig  `json:"prequal"`
 	PeakEWMA PeakEWMAConfig `json:"peak_ewma"`
+	P2C      P2CConfig      `json:"p2c"`
+}
+
+// P2CConfig holds the power-of-d-choices baseline's knob.
+type P2CConfig struct {
+	// Choices is d, the endpoints drawn (without replacement) per pick;
+	// the one with the fewest requests in flight wins. 2 is Envoy's
+	// LEAST_REQUEST default.
+	Choices int `json:"choices"`
 }
 
 // PrequalConfig holds Prequal's knobs, named after the paper (§4).
@@ -93,6 +102,7 @@ func DefaultConfig() Config {
 			Decay:      10 * time.Second,
 			DefaultRTT: 30 * time.Millisecond,
 		},
+		P2C: P2CConfig{Choices: 2},
 	}
 }
 
@@ -104,6 +114,7 @@ const (
 	maxReuseLimit     = 1 << 20
 	maxRemovePerQuery = 100
 	maxDelta          = 1000
+	maxChoices        = 100
 )
 
 // Validate reports every invalid field, each named with its allowed range.
@@ -152,6 +163,9 @@ func (c Config) Validate() error {
 	}
 	if e.DefaultRTT <= 0 {
 		bad("PeakEWMA.DefaultRTT", "> 0", e.DefaultRTT)
+	}
+	if c.P2C.Choices < 2 || c.P2C.Choices > maxChoices {
+		bad("P2C.Choices", fmt.Sprintf("in [2, %d]", maxChoices), c.P2C.Choices)
 	}
 	return errors.Join(errs...)
 }

@@ -82,6 +82,12 @@ func newBase(name string) base {
 
 func (b *base) Name() string { return b.name }
 
+// setName gives the policy its canonical variant spelling (New).
+func (b *base) setName(n string) { b.name = n }
+
+// Caps: by default a policy decides from local state only.
+func (b *base) Caps() Caps { return Caps{} }
+
 // setEndpoints installs a new endpoint set, keeping the counters and
 // in-flight counts of addresses that stay. Duplicate addresses are kept once.
 // It returns the previous slice and index so a policy can carry its own

@@ -125,6 +125,9 @@ type latencyMemory struct {
 
 var _ Policy = (*prequal)(nil)
 
+// Caps: prequal plans probes and reads their answers.
+func (p *prequal) Caps() Caps { return Caps{Probes: true} }
+
 func newPrequal(cfg PrequalConfig) *prequal {
 	return &prequal{
 		base:      newBase(NamePrequal),

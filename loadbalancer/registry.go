@@ -43,10 +43,10 @@ var aliases = map[string]string{
 // Names lists the canonical policy names in a stable order.
 func Names() []string { return append([]string(nil), names...) }
 
-// Canonical maps a policy name or alias ("rr", "least-connections",
+// canonicalBase maps a policy name or alias ("rr", "least-connections",
 // "power-of-two", ...) to its canonical name. Case, '_' and '-' are not
 // significant.
-func Canonical(name string) (string, error) {
+func canonicalBase(name string) (string, error) {
 	key := strings.ToLower(strings.TrimSpace(name))
 	key = strings.NewReplacer("_", "-", " ", "-").Replace(key)
 	if key == "" {
@@ -58,36 +58,92 @@ func Canonical(name string) (string, error) {
 	return "", fmt.Errorf("loadbalancer: unknown algorithm %q, want one of %s", name, strings.Join(names, ", "))
 }
 
-// UsesProbes reports whether the named policy wants probes sent, so the
-// ingress probes only for the policies that read them. Unknown names do not.
-func UsesProbes(name string) bool {
-	c, err := Canonical(name)
-	return err == nil && c == NamePrequal
+// Canonical maps an algorithm name to its canonical spelling: a policy name
+// or alias ("rr", "least-connections", "power-of-two", ...; case, '_' and
+// '-' are not significant) to its canonical name, and a variant
+// ("PQ{qrif=0.60, probes=2}") to its canonical variant
+// ("prequal{probes=2,qrif=0.6}"; see variants.go). The error names the
+// parameter at fault and what it expects.
+func Canonical(name string) (string, error) {
+	v, err := parseVariant(name)
+	if err != nil {
+		return "", err
+	}
+	return v.String(), nil
 }
 
-// New builds the named policy (any alias accepted) with cfg, which must be
-// valid. The policy has no endpoints until SetEndpoints.
+// Caps are the capabilities a policy declares; the ingress and the
+// simulator drive only what a policy declares.
+type Caps struct {
+	// Probes: the policy plans probes (ProbesDue) and reads their answers.
+	Probes bool
+	// Feedback: the policy implements FeedbackUser and reads the server
+	// feedback piggybacked on responses.
+	Feedback bool
+	// Sync: the policy implements SyncPicker (two-phase synchronous
+	// probing).
+	Sync bool
+}
+
+// Capable is implemented by every policy of this package.
+type Capable interface {
+	Caps() Caps
+}
+
+// CapsOf returns the capabilities of the named algorithm (variants
+// accepted), as the policy built from it with DefaultConfig declares them;
+// the zero Caps for an unknown name.
+func CapsOf(name string) Caps {
+	p, err := New(name, DefaultConfig())
+	if err != nil {
+		return Caps{}
+	}
+	if c, ok := p.(Capable); ok {
+		return c.Caps()
+	}
+	return Caps{}
+}
+
+// UsesProbes reports whether the named policy (variants accepted) wants
+// probes sent, so the ingress probes only for the policies that read them:
+// the capability the policy declares. Unknown names do not.
+func UsesProbes(name string) bool { return CapsOf(name).Probes }
+
+// New builds the named policy (any alias accepted, and variants, whose
+// parameters override cfg's for that policy) with cfg, which must be
+// valid. The policy has no endpoints until SetEndpoints; its Name is the
+// canonical spelling of name.
 func New(name string, cfg Config) (Policy, error) {
-	c, err := Canonical(name)
+	v, err := parseVariant(name)
 	if err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch c {
-	case NamePrequal:
-		return newPrequal(cfg.Prequal), nil
-	case NameRoundRobin:
-		return newRoundRobin(), nil
-	case NameLeastRequest:
-		return newLeastRequest(), nil
-	case NameP2C:
-		return newP2C(), nil
-	case NameRandom:
-		return newRandom(), nil
-	case NamePeakEWMA:
-		return newPeakEWMA(cfg.PeakEWMA), nil
+	v.apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("loadbalancer: %s: parameters conflict with the configuration: %w", v, err)
 	}
-	return nil, fmt.Errorf("loadbalancer: algorithm %q has no constructor", c)
+	var p Policy
+	switch v.base {
+	case NamePrequal:
+		p = newPrequal(cfg.Prequal)
+	case NameRoundRobin:
+		p = newRoundRobin()
+	case NameLeastRequest:
+		p = newLeastRequest()
+	case NameP2C:
+		p = newP2C(cfg.P2C)
+	case NameRandom:
+		p = newRandom()
+	case NamePeakEWMA:
+		p = newPeakEWMA(cfg.PeakEWMA)
+	default:
+		return nil, fmt.Errorf("loadbalancer: algorithm %q has no constructor", v.base)
+	}
+	if n, ok := p.(interface{ setName(string) }); ok {
+		n.setName(v.String())
+	}
+	return p, nil
 }

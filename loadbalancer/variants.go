@@ -1,0 +1,309 @@
+package loadbalancer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Algorithm variants: a policy name may carry parameters,
+// "prequal{qrif=0.6,probes=2}", so that a parameter study is one campaign
+// of variants run side by side rather than one campaign per value. A
+// variant's parameters override the matching Config fields for that policy
+// only; everything else comes from the Config the caller passes to New.
+//
+// The canonical spelling is what artifacts and reports carry: the base name
+// canonicalised, keys lower case and sorted, numbers in their shortest form
+// (strconv 'g', -1), integers without a fraction, durations as Go prints
+// them (time.Duration.String). Parameters equal to their default are kept:
+// a sweep that includes the default value must still name it. A plain name
+// ("prequal") and empty braces both canonicalise to the plain name, so every
+// artifact from before variants still reads.
+
+// ParamInfo describes one parameter of a policy's variants.
+type ParamInfo struct {
+	Name    string // key in the variant spelling
+	Doc     string // what it sets, with its range
+	Default string // the value in DefaultConfig, canonical spelling
+}
+
+type paramKind int
+
+const (
+	kindNumber   paramKind = iota // float64 in [lo, hi]
+	kindInt                       // integer in [lo, hi]
+	kindDuration                  // time.Duration in [lo, hi] nanoseconds
+)
+
+// paramSpec is one parameter: its range and how it reads and writes Config.
+type paramSpec struct {
+	name, doc string
+	kind      paramKind
+	lo, hi    float64
+	loOpen    bool // lo itself excluded
+	get       func(*Config) float64
+	set       func(*Config, float64)
+}
+
+// params lists each policy's parameters, sorted by name.
+var params = map[string][]paramSpec{}
+
+// registerParams installs a policy's parameter table (sorted by name).
+func registerParams(policy string, ps ...paramSpec) {
+	slices.SortFunc(ps, func(a, b paramSpec) int { return strings.Compare(a.name, b.name) })
+	params[policy] = ps
+}
+
+func init() {
+	registerParams(NamePrequal,
+		paramSpec{name: "probes", doc: "r_probe, probes triggered per query (PrequalConfig.ProbesPerQuery)",
+			kind: kindNumber, lo: 0, loOpen: true, hi: maxProbesPerQuery,
+			get: func(c *Config) float64 { return c.Prequal.ProbesPerQuery },
+			set: func(c *Config, v float64) { c.Prequal.ProbesPerQuery = v }},
+		paramSpec{name: "remove", doc: "r_remove, probes removed per query (PrequalConfig.RemovePerQuery)",
+			kind: kindNumber, lo: 0, hi: maxRemovePerQuery,
+			get: func(c *Config) float64 { return c.Prequal.RemovePerQuery },
+			set: func(c *Config, v float64) { c.Prequal.RemovePerQuery = v }},
+		paramSpec{name: "qrif", doc: "Q_RIF, the RIF quantile above which a probe is hot; 1 = never hot (PrequalConfig.QRIF)",
+			kind: kindNumber, lo: 0, hi: 1,
+			get: func(c *Config) float64 { return c.Prequal.QRIF },
+			set: func(c *Config, v float64) { c.Prequal.QRIF = v }},
+		paramSpec{name: "pool", doc: "m, the most probes in the pool (PrequalConfig.PoolSize; MinProbes is lowered to it and RIFWindow raised to 4m when they conflict)",
+			kind: kindInt, lo: 1, hi: maxPoolSize,
+			get: func(c *Config) float64 { return float64(c.Prequal.PoolSize) },
+			set: func(c *Config, v float64) {
+				c.Prequal.PoolSize = int(v)
+				c.Prequal.MinProbes = min(c.Prequal.MinProbes, int(v))
+				if c.Prequal.RIFWindow <= int(v) {
+					c.Prequal.RIFWindow = min(4*int(v), maxRIFWindow)
+				}
+			}},
+		paramSpec{name: "maxage", doc: "how long a probe stays usable (PrequalConfig.MaxAge)",
+			kind: kindDuration, lo: 0, loOpen: true, hi: float64(time.Hour),
+			get: func(c *Config) float64 { return float64(c.Prequal.MaxAge) },
+			set: func(c *Config, v float64) { c.Prequal.MaxAge = time.Duration(v) }},
+		paramSpec{name: "reuse", doc: "the cap on Eq. 1's reuse budget b_reuse (PrequalConfig.MaxReuse)",
+			kind: kindInt, lo: 1, hi: maxReuseLimit,
+			get: func(c *Config) float64 { return float64(c.Prequal.MaxReuse) },
+			set: func(c *Config, v float64) { c.Prequal.MaxReuse = int(v) }},
+	)
+	registerParams(NameP2C,
+		paramSpec{name: "choices", doc: "endpoints drawn per pick, the least loaded wins (P2CConfig.Choices)",
+			kind: kindInt, lo: 2, hi: maxChoices,
+			get: func(c *Config) float64 { return float64(c.P2C.Choices) },
+			set: func(c *Config, v float64) { c.P2C.Choices = int(v) }},
+	)
+	registerParams(NamePeakEWMA,
+		paramSpec{name: "decay", doc: "τ, the estimate's decay time (PeakEWMAConfig.Decay)",
+			kind: kindDuration, lo: 0, loOpen: true, hi: float64(time.Hour),
+			get: func(c *Config) float64 { return float64(c.PeakEWMA.Decay) },
+			set: func(c *Config, v float64) { c.PeakEWMA.Decay = time.Duration(v) }},
+	)
+}
+
+// Params lists the parameters the named policy's variants take (any alias
+// accepted; nil for an unknown name or one without parameters).
+func Params(base string) []ParamInfo {
+	c, err := canonicalBase(base)
+	if err != nil {
+		return nil
+	}
+	def := DefaultConfig()
+	var out []ParamInfo
+	for _, p := range params[c] {
+		out = append(out, ParamInfo{Name: p.name, Doc: p.doc + ", " + p.want(), Default: p.format(p.get(&def))})
+	}
+	return out
+}
+
+// SplitVariant splits an algorithm name into its canonical base name and its
+// parameters, each value in canonical spelling. A plain name has no
+// parameters (a nil map).
+func SplitVariant(name string) (base string, params map[string]string, err error) {
+	v, err := parseVariant(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(v.keys) == 0 {
+		return v.base, nil, nil
+	}
+	params = make(map[string]string, len(v.keys))
+	for i, k := range v.keys {
+		params[k] = v.specs[i].format(v.vals[i])
+	}
+	return v.base, params, nil
+}
+
+// variant is a parsed algorithm name.
+type variant struct {
+	base  string
+	keys  []string // sorted
+	specs []*paramSpec
+	vals  []float64
+}
+
+func (v variant) String() string {
+	if len(v.keys) == 0 {
+		return v.base
+	}
+	var b strings.Builder
+	b.WriteString(v.base)
+	b.WriteByte('{')
+	for i, k := range v.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(v.specs[i].format(v.vals[i]))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// apply writes the variant's parameters over cfg.
+func (v variant) apply(cfg *Config) {
+	for i := range v.keys {
+		v.specs[i].set(cfg, v.vals[i])
+	}
+}
+
+// parseVariant parses "base" or "base{k=v,...}", validating every value.
+func parseVariant(name string) (variant, error) {
+	s := strings.TrimSpace(name)
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
+		if strings.ContainsRune(s, '}') {
+			return variant{}, fmt.Errorf("loadbalancer: algorithm %q: '}' without '{'", name)
+		}
+		c, err := canonicalBase(s)
+		return variant{base: c}, err
+	}
+	if !strings.HasSuffix(s, "}") {
+		return variant{}, fmt.Errorf("loadbalancer: algorithm %q: parameters must end with '}'", name)
+	}
+	c, err := canonicalBase(s[:open])
+	if err != nil {
+		return variant{}, err
+	}
+	body := strings.TrimSpace(s[open+1 : len(s)-1])
+	if strings.ContainsAny(body, "{}") {
+		return variant{}, fmt.Errorf("loadbalancer: algorithm %q: nested braces", name)
+	}
+	v := variant{base: c}
+	if body == "" {
+		return v, nil
+	}
+	type kv struct {
+		k    string
+		spec *paramSpec
+		val  float64
+	}
+	var kvs []kv
+	for _, part := range strings.Split(body, ",") {
+		k, val, ok := strings.Cut(part, "=")
+		k = strings.ToLower(strings.TrimSpace(k))
+		val = strings.TrimSpace(val)
+		if !ok || k == "" {
+			return variant{}, fmt.Errorf("loadbalancer: %s: parameter %q: want key=value", c, strings.TrimSpace(part))
+		}
+		spec := findParam(c, k)
+		if spec == nil {
+			return variant{}, unknownParam(c, k)
+		}
+		for _, seen := range kvs {
+			if seen.k == k {
+				return variant{}, fmt.Errorf("loadbalancer: %s: parameter %q given twice", c, k)
+			}
+		}
+		x, err := spec.parse(val)
+		if err != nil {
+			return variant{}, fmt.Errorf("loadbalancer: %s: parameter %q: want %s, got %q", c, k, spec.want(), val)
+		}
+		kvs = append(kvs, kv{k, spec, x})
+	}
+	slices.SortFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+	for _, e := range kvs {
+		v.keys = append(v.keys, e.k)
+		v.specs = append(v.specs, e.spec)
+		v.vals = append(v.vals, e.val)
+	}
+	return v, nil
+}
+
+func findParam(policy, key string) *paramSpec {
+	ps := params[policy]
+	for i := range ps {
+		if ps[i].name == key {
+			return &ps[i]
+		}
+	}
+	return nil
+}
+
+func unknownParam(policy, key string) error {
+	ps := params[policy]
+	if len(ps) == 0 {
+		return fmt.Errorf("loadbalancer: %s: unknown parameter %q: %s takes none", policy, key, policy)
+	}
+	known := make([]string, len(ps))
+	for i, p := range ps {
+		known[i] = p.name
+	}
+	return fmt.Errorf("loadbalancer: %s: unknown parameter %q, known: %s", policy, key, strings.Join(known, ", "))
+}
+
+// want describes the accepted values, for errors and docs.
+func (p *paramSpec) want() string {
+	lb := "["
+	if p.loOpen {
+		lb = "("
+	}
+	switch p.kind {
+	case kindInt:
+		return fmt.Sprintf("an integer in %s%g, %g]", lb, p.lo, p.hi)
+	case kindDuration:
+		return fmt.Sprintf("a duration like 500ms in %s%v, %v]", lb, time.Duration(p.lo), time.Duration(p.hi))
+	}
+	return fmt.Sprintf("a number in %s%g, %g]", lb, p.lo, p.hi)
+}
+
+// parse reads a value and checks its range.
+func (p *paramSpec) parse(s string) (float64, error) {
+	var x float64
+	switch p.kind {
+	case kindDuration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, err
+		}
+		x = float64(d)
+	default:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, err
+		}
+		if p.kind == kindInt && f != math.Trunc(f) {
+			return 0, fmt.Errorf("not an integer")
+		}
+		x = f
+	}
+	if math.IsNaN(x) || x < p.lo || (p.loOpen && x == p.lo) || x > p.hi {
+		return 0, fmt.Errorf("out of range")
+	}
+	return x, nil
+}
+
+// format is the canonical spelling of a value.
+func (p *paramSpec) format(x float64) string {
+	switch p.kind {
+	case kindInt:
+		return strconv.FormatInt(int64(x), 10)
+	case kindDuration:
+		return time.Duration(x).String()
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}

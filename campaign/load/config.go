@@ -111,6 +111,25 @@ type Config struct {
 	// the end of each of its seconds; each call returns the CPU use since
 	// the previous one, which goes into that second's row (Second.CPU).
 	SampleCPU func() *CPU
+
+	// Shard and Shards split one run over Shards generators (in-cluster
+	// load generator pods): this one sends only the open-loop hits k
+	// (numbered over the whole schedule, warmup included) with
+	// k % Shards == Shard, and runs only the closed-loop users u with
+	// u % Shards == Shard. Every generator draws the target of every hit,
+	// so the union of the shards is exactly the hits and targets one
+	// generator would send, and Merge of their Results accounts for the
+	// same requests. Shards 0 or 1 is the whole run.
+	Shard, Shards int
+	// SecondHistograms keeps each second's success histogram in its row
+	// (Second.Histogram), so per-second percentiles of several
+	// generators merge exactly.
+	SecondHistograms bool
+}
+
+// mine reports whether hit or user k belongs to this shard.
+func (c Config) mine(k uint64) bool {
+	return c.Shards <= 1 || k%uint64(c.Shards) == uint64(c.Shard)
 }
 
 // CPU is the processor use over one second, in percent: HostIdle of all
@@ -232,6 +251,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		bad("max_connections", "must be >= 0 (0 = no cap), got %d", c.MaxConnections)
+	}
+	if c.Shards < 0 || c.Shard < 0 || (c.Shards > 0 && c.Shard >= c.Shards) || (c.Shards == 0 && c.Shard != 0) {
+		bad("shard", "want 0 <= shard < shards, got shard %d of %d", c.Shard, c.Shards)
 	}
 	if c.Connections < 0 {
 		bad("connections", "must be >= 0 (0 = %d), got %d", DefaultConnections, c.Connections)

@@ -123,6 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cfg = cfg.withDefaults()
 	e := &engine{cfg: cfg, rec: newRecorder(cfg.Timeout), pick: newPicker(cfg.Targets)}
+	e.rec.keepSec = cfg.SecondHistograms
 	e.client = cfg.Client
 	if e.client == nil {
 		if cfg.MaxConnections > 0 {
@@ -158,6 +159,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		<-tickDone
 		res = e.finish()
 		res.Model, res.Users, res.Duration = ModelClosed, cfg.Users, window
+		if cfg.Shards > 1 {
+			res.Users = 0
+			for u := range cfg.Users {
+				if cfg.mine(uint64(u)) {
+					res.Users++
+				}
+			}
+		}
 	} else {
 		o := e.runOpen(ctx, start)
 		close(stopTick)
@@ -165,7 +174,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res = e.finish()
 		res.Model, res.Duration, res.Dropped = ModelOpen, o.window, o.dropped
 		res.TargetRate = meanRate(cfg.Open)
-		if o.window < cfg.Window() && o.window > 0 {
+		if (o.window < cfg.Window() || cfg.Shards > 1) && o.window > 0 {
+			// A shard offers its share: the shards' rates add up.
 			res.TargetRate = float64(o.offered) / o.window.Seconds()
 		}
 	}
@@ -313,11 +323,18 @@ func (e *engine) runOpen(ctx context.Context, start time.Time) openOutcome {
 	<-timer.C
 	defer timer.Stop()
 	o.window = e.cfg.Window()
+	var k uint64 // hit number over the whole schedule, for the shard
 dispatch:
-	for {
+	for ; ; k++ {
 		off, ok := sched.next()
 		if !ok {
 			break
+		}
+		// The target is drawn for every hit, so each shard's hits keep
+		// the targets one generator would give them.
+		t := e.pick.pick(rng)
+		if !e.cfg.mine(k) {
+			continue
 		}
 		// The schedule is in its phase of the hit: phase 0 is the warmup
 		// when there is one.
@@ -339,7 +356,7 @@ dispatch:
 		if inWindow {
 			o.offered++
 		}
-		h := hit{due: due, target: e.pick.pick(rng), inWindow: inWindow}
+		h := hit{due: due, target: t, inWindow: inWindow}
 		select {
 		case hits <- h:
 			continue
@@ -367,7 +384,7 @@ dispatch:
 				o.dropped++
 			}
 			for _, more := sched.next(); more; _, more = sched.next() {
-				if e.cfg.Warmup == 0 || sched.i > 0 {
+				if k++; e.cfg.mine(k) && (e.cfg.Warmup == 0 || sched.i > 0) {
 					o.dropped++
 				}
 			}
@@ -405,6 +422,9 @@ func (e *engine) sendOpen(ctx context.Context, h hit) {
 func (e *engine) runClosed(ctx context.Context, start time.Time) time.Duration {
 	var wg sync.WaitGroup
 	for u := range e.cfg.Users {
+		if !e.cfg.mine(uint64(u)) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

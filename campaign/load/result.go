@@ -27,6 +27,9 @@ type Second struct {
 	Errors, Late               uint64
 	P50, P99                   time.Duration
 	CPU                        *CPU
+	// Histogram holds the second's success latencies when
+	// Config.SecondHistograms is set (nil otherwise).
+	Histogram *hdrhistogram.Histogram
 	// Warmup marks a second of the warmup, passed to OnSecond only (for
 	// progress); it carries no counts and is not part of the series.
 	Warmup bool
@@ -195,6 +198,7 @@ type recorder struct {
 	timeout time.Duration
 	res     Result
 	sec     *hdrhistogram.Histogram
+	keepSec bool   // copy sec into each row (Config.SecondHistograms)
 	cur     Second // counters of the open second
 	stopped bool   // no more outcomes are taken (cancelled run)
 
@@ -311,6 +315,10 @@ func (r *recorder) closeSecond(cpu *CPU) Second {
 	if r.sec.TotalCount() > 0 {
 		row.P50 = time.Duration(r.sec.ValueAtQuantile(50)) * time.Microsecond
 		row.P99 = time.Duration(r.sec.ValueAtQuantile(99)) * time.Microsecond
+	}
+	if r.keepSec {
+		row.Histogram = artifacts.NewHistogram()
+		row.Histogram.Merge(r.sec)
 	}
 	r.sec.Reset()
 	r.cur = Second{}

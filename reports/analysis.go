@@ -133,6 +133,8 @@ type Analysis struct {
 	Health      []HealthResult `json:"health"`
 	Warnings    []string       `json:"warnings"`
 	Runs        []RunRow       `json:"runs"`
+	// Sweeps are the campaign's swept parameters, if any.
+	Sweeps []SweepResult `json:"sweeps,omitempty"`
 }
 
 // CampaignInfo identifies the campaign and the statistics settings.
@@ -448,6 +450,9 @@ func analyze(ds *dataset, o Options) *Analysis {
 		}
 	}
 	a.Warnings = append(a.Warnings, groupIssues(issues)...)
+	var sweepWarnings []string
+	a.Sweeps, sweepWarnings = sweepResults(ds, a)
+	a.Warnings = append(a.Warnings, sweepWarnings...)
 	return a
 }
 

@@ -56,6 +56,7 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 	}
 	writeHeadline(w, ds, a)
 	writeComparisons(w, a)
+	writeSweeps(w, ds, a, plots) // reports/sweep.go: only for campaigns with a sweep
 	writeShares(w, a)
 	writeHealth(w, a)
 	writeFaulty(w, ds, a) // reports/faulty.go: only for scenarios with faulty replicas

@@ -66,6 +66,9 @@ func renderPlots(ds *dataset, a *Analysis) (map[string][]byte, error) {
 		}
 		out[m.name] = buf.Bytes()
 	}
+	if err := renderSweepPlots(ds, a, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

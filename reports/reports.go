@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
 // DefaultReference is the algorithm others are compared against when
@@ -77,6 +78,11 @@ func (o Options) withDefaults() (Options, error) {
 func (o Options) reference(c *artifacts.Campaign) string {
 	switch {
 	case o.Reference != "":
+		// "rr" or a variant's other spelling names the campaign's
+		// canonical algorithm.
+		if cn, err := loadbalancer.Canonical(o.Reference); err == nil && slices.Contains(c.Algorithms, cn) {
+			return cn
+		}
 		return o.Reference
 	case c.Reference != "":
 		return c.Reference

@@ -64,6 +64,9 @@ type Spec struct {
 	// SchemaV1 writes artifacts of schema v1 (before goodput and validity):
 	// no schema_version, latencies of every answer, the v1 time series.
 	SchemaV1 bool
+	// Sweep is recorded as the scenario's protocol.sweep; its variants
+	// must be among Algorithms (with a Profile each).
+	Sweep []string
 }
 
 // TimeoutMs is the request timeout the fixture's pessimistic view counts
@@ -91,7 +94,7 @@ func Write(dir string, s Spec) error {
 	c := artifacts.Campaign{
 		SchemaVersion: artifacts.SchemaVersion,
 		ID:            s.ID, Scenario: s.Scenario, Description: "Synthetic fixture: " + fmt.Sprint(s.Fast) + " fast and " + fmt.Sprint(s.Slow) + " slow replicas.",
-		ScenarioYAML: "name: " + s.Scenario + "\nload:\n  model: open\n  rate: " + fmt.Sprint(s.TargetRate) + "\n",
+		ScenarioYAML: "name: " + s.Scenario + "\nload:\n  model: open\n  rate: " + fmt.Sprint(s.TargetRate) + "\n" + sweepYAML(s.Sweep),
 		Environment: artifacts.Environment{
 			Name: "local", IngressReplicas: s.IngressReplicas, OS: "linux", Arch: "amd64", CPUs: 2,
 			CPUModel: "Fixture CPU", MemoryBytes: 8 << 30, Kernel: "6.1.0", GoVersion: "go1.26.8", RustVersion: "rustc 1.95.0",
@@ -127,6 +130,20 @@ func Write(dir string, s Spec) error {
 		c.SchemaVersion = 0
 	}
 	return artifacts.WriteJSON(filepath.Join(dir, artifacts.CampaignFile), c)
+}
+
+// sweepYAML is the protocol block that records sweeps; empty without any,
+// so fixtures without a sweep keep their bytes.
+func sweepYAML(sweeps []string) string {
+	if len(sweeps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("protocol:\n  sweep:\n")
+	for _, sw := range sweeps {
+		fmt.Fprintf(&b, "    - %q\n", sw)
+	}
+	return b.String()
 }
 
 func contains(xs []int, x int) bool {

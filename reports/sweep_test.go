@@ -1,0 +1,182 @@
+package reports_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports"
+	"github.com/prequalbench/prequalbench/reports/reportstest"
+)
+
+// sweepSpec is a campaign that swept prequal's qrif over three values
+// beside prequal and round-robin; the tail grows with qrif, so the p99
+// medians must rise along the sweep.
+func sweepSpec(reps int) reportstest.Spec {
+	s := reportstest.Default(reps)
+	s.Sweep = []string{"prequal:qrif=0.5,0.9,1"}
+	s.Algorithms = []string{"prequal", "round-robin", "prequal{qrif=0.5}", "prequal{qrif=0.9}", "prequal{qrif=1}"}
+	for alg, tail := range map[string]float64{"prequal{qrif=0.5}": 50, "prequal{qrif=0.9}": 120, "prequal{qrif=1}": 300} {
+		p := s.Profiles["prequal"]
+		p.TailMs, p.TailFrac = tail, 0.05
+		s.Profiles[alg] = p
+	}
+	return s
+}
+
+func TestRender_SweepTableAndPlot(t *testing.T) {
+	dir := fixture(t, sweepSpec(4))
+	a, err := reports.Analyze(dir, reports.Options{Resamples: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Sweeps) != 1 {
+		t.Fatalf("sweeps = %+v, want one", a.Sweeps)
+	}
+	s := a.Sweeps[0]
+	if s.Algorithm != "prequal" || s.Parameter != "qrif" || len(s.Points) != 3 {
+		t.Fatalf("sweep = %+v", s)
+	}
+	var p99 []float64
+	for i, want := range []string{"prequal{qrif=0.5}", "prequal{qrif=0.9}", "prequal{qrif=1}"} {
+		pt := s.Points[i]
+		if pt.Variant != want || pt.Runs != 4 || len(pt.Metrics) != 4 {
+			t.Fatalf("point %d = %+v, want variant %s with 4 runs and 4 metrics", i, pt, want)
+		}
+		if pt.Metrics[3].Metric != "p99_ms" {
+			t.Fatalf("point %d metric 3 = %s, want p99_ms", i, pt.Metrics[3].Metric)
+		}
+		p99 = append(p99, float64(pt.Metrics[3].Median))
+	}
+	if !(p99[0] < p99[1] && p99[1] < p99[2]) {
+		t.Errorf("p99 along the sweep = %v, want rising with the planted tail", p99)
+	}
+	// Comparisons name the variants like any algorithm.
+	compared := map[string]bool{}
+	for _, c := range a.Comparisons {
+		compared[c.Algorithm] = true
+	}
+	if !compared["prequal{qrif=1}"] || !compared["round-robin"] {
+		t.Errorf("comparisons cover %v, want every variant and round-robin", compared)
+	}
+
+	files, err := reports.Render(dir, reports.Options{Resamples: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(files[artifacts.ReportFile])
+	for _, want := range []string{
+		"## Sweeps",
+		"### qrif of prequal",
+		"|  0.5 | prequal{qrif=0.5} |          4 |",
+		"![qrif of prequal](plots/sweep-1-qrif.svg)",
+		"### prequal vs prequal{qrif=1}",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("REPORT.md lacks %q", want)
+		}
+	}
+	svg := string(files["plots/sweep-1-qrif.svg"])
+	if svg == "" {
+		t.Fatalf("no sweep plot; files: %v", keys(files))
+	}
+	// A panel per metric, each with its legend: the sweep and the others.
+	for _, label := range []string{"goodput (req/s)", "error rate (%)", "p50 (ms)", "p99 (ms)"} {
+		if !strings.Contains(svg, ">"+label+"<") {
+			t.Errorf("sweep plot lacks the axis %q", label)
+		}
+	}
+	if n := len(regexp.MustCompile(`>round-robin<`).FindAllString(svg, -1)); n != 4 {
+		t.Errorf("round-robin appears in %d legends, want 4 (one per panel)", n)
+	}
+	again, err := reports.Render(dir, reports.Options{Resamples: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again["plots/sweep-1-qrif.svg"], files["plots/sweep-1-qrif.svg"]) || !bytes.Equal(again[artifacts.ReportFile], files[artifacts.ReportFile]) {
+		t.Error("the same artifacts rendered different bytes")
+	}
+}
+
+func TestCheck_SweepReportRebuildsByteForByte(t *testing.T) {
+	dir := fixture(t, sweepSpec(3))
+	opts := reports.Options{Resamples: 300}
+	if err := reports.Build(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := reports.Check(dir, opts); err != nil {
+		t.Fatalf("check after build: %v", err)
+	}
+	path := filepath.Join(dir, artifacts.PlotsDir, "sweep-1-qrif.svg")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, ' '), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reports.Check(dir, opts); err == nil || !strings.Contains(err.Error(), "sweep-1-qrif.svg") {
+		t.Errorf("check after editing the sweep plot = %v, want an error naming it", err)
+	}
+}
+
+func TestRender_SweepRunDirectoriesArePathSafe(t *testing.T) {
+	dir := fixture(t, sweepSpec(2))
+	entries, err := os.ReadDir(filepath.Join(dir, artifacts.RunsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	safe := regexp.MustCompile(`^[0-9]{2}-rep[0-9]+-[A-Za-z0-9._-]+$`)
+	slugs := 0
+	for _, e := range entries {
+		if !safe.MatchString(e.Name()) {
+			t.Errorf("run directory %q is not path-safe", e.Name())
+		}
+		if strings.HasSuffix(e.Name(), "-prequal_qrif-0.9") {
+			slugs++
+		}
+	}
+	if slugs != 2 {
+		t.Errorf("%d directories for prequal{qrif=0.9}, want 2 named …-prequal_qrif-0.9", slugs)
+	}
+	// run.json keeps the canonical name.
+	var run artifacts.Run
+	matches, _ := filepath.Glob(filepath.Join(dir, artifacts.RunsDir, "*-prequal_qrif-0.9", artifacts.RunFile))
+	if len(matches) == 0 {
+		t.Fatal("no run.json for the variant")
+	}
+	if err := artifacts.ReadJSON(matches[0], &run); err != nil {
+		t.Fatal(err)
+	}
+	if run.Algorithm != "prequal{qrif=0.9}" {
+		t.Errorf("run.json algorithm = %q, want prequal{qrif=0.9}", run.Algorithm)
+	}
+}
+
+func TestAnalyze_NoSweepNoSection(t *testing.T) {
+	dir := fixture(t, reportstest.Default(3))
+	files, err := reports.Render(dir, reports.Options{Resamples: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(files[artifacts.ReportFile]), "## Sweeps") {
+		t.Error("a campaign without a sweep got a Sweeps section")
+	}
+	for name := range files {
+		if strings.Contains(name, "sweep-") {
+			t.Errorf("a campaign without a sweep got %s", name)
+		}
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

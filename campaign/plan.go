@@ -14,7 +14,9 @@ import (
 // rotate rep r starts at algorithm r-1; with sequential all reps of one
 // algorithm run back to back, which is not interleaved: slow drift of the
 // machine then shows up as a difference between algorithms, so Plan
-// returns a warning.
+// returns a warning. Algorithms are canonical names, variants included
+// (prequal{probes=2,qrif=0.6}); each run keeps its name, and its directory
+// holds a path-safe slug of it (artifacts.RunDirName).
 func Plan(algorithms []string, reps int, order string, seed uint64) ([]artifacts.PlannedRun, string, error) {
 	if len(algorithms) == 0 {
 		return nil, "", fmt.Errorf("plan: no algorithms")

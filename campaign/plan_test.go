@@ -2,6 +2,8 @@ package campaign
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,5 +108,39 @@ func TestPlan_BadInput(t *testing.T) {
 	}
 	if _, _, err := Plan(nil, 1, "shuffle", 1); err == nil {
 		t.Error("no algorithms accepted")
+	}
+}
+
+// A variant's braces, commas and equals signs stay out of the run's
+// directory (a slug), the name itself stays in the plan; plain names keep
+// the directory names existing campaigns have.
+func TestPlan_VariantDirsArePathSafe(t *testing.T) {
+	names := []string{"prequal{probes=2,qrif=0.6}", "prequal{maxage=1.5s,qrif=1}", "round-robin", "odd/../name {x=y}"}
+	plan, _, err := Plan(names, 2, "shuffle", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	safe := regexp.MustCompile(`^runs/[0-9]{2}-rep[0-9]+-[A-Za-z0-9._-]+$`)
+	seen := map[string]bool{}
+	for _, p := range plan {
+		if !safe.MatchString(p.Dir) || strings.Contains(p.Dir, "/../") {
+			t.Errorf("run %d (%s): dir %q is not path-safe", p.Index, p.Algorithm, p.Dir)
+		}
+		if seen[p.Dir] {
+			t.Errorf("dir %q twice", p.Dir)
+		}
+		seen[p.Dir] = true
+		want := map[string]string{
+			"prequal{probes=2,qrif=0.6}":  "prequal_probes-2_qrif-0.6",
+			"prequal{maxage=1.5s,qrif=1}": "prequal_maxage-1.5s_qrif-1",
+			"round-robin":                 "round-robin",
+			"odd/../name {x=y}":           "odd_.._name__x-y",
+		}[p.Algorithm]
+		if wantDir := fmt.Sprintf("runs/%02d-rep%d-%s", p.Index, p.Rep, want); p.Dir != wantDir {
+			t.Errorf("run %d (%s): dir %q, want %q", p.Index, p.Algorithm, p.Dir, wantDir)
+		}
+	}
+	if !slices.Contains(order(plan), "1:prequal{probes=2,qrif=0.6}") {
+		t.Errorf("plan %v lost the variant's name", order(plan))
 	}
 }

@@ -13,6 +13,67 @@ type Config struct {
 	Prequal  PrequalConfig  `json:"prequal"`
 	PeakEWMA PeakEWMAConfig `json:"peak_ewma"`
 	P2C      P2CConfig      `json:"p2c"`
+	WRR      WRRConfig      `json:"wrr"`
+	YARP     YARPConfig     `json:"yarp_po2c"`
+	Linear   LinearConfig   `json:"linear"`
+	C3       C3Config       `json:"c3"`
+	Sync     SyncConfig     `json:"prequal_sync"`
+	EWMA     EWMAConfig     `json:"ewma"`
+}
+
+// WRRConfig holds gRPC weighted_round_robin's knobs (gRFC A58), with its
+// defaults.
+type WRRConfig struct {
+	// Penalty is error_utilization_penalty: weight = qps / (utilization +
+	// penalty·eps/qps).
+	Penalty float64 `json:"penalty"`
+	// Blackout is how long a weight must have been reported before it is
+	// used (an endpoint's first reports are noisy).
+	Blackout time.Duration `json:"blackout"`
+	// Expiry drops a weight not refreshed for this long.
+	Expiry time.Duration `json:"expiry"`
+	// Period is both the per-endpoint probe period (the load reports)
+	// and how often the scheduler's weights are recomputed.
+	Period time.Duration `json:"period"`
+}
+
+// YARPConfig holds the YARP-Po2C baseline's knob.
+type YARPConfig struct {
+	// Poll is how often each endpoint's RIF is polled (the paper: 500 ms,
+	// 30x faster than YARP's default).
+	Poll time.Duration `json:"poll"`
+}
+
+// LinearConfig holds the Linear rule's weight (see linearRule).
+type LinearConfig struct {
+	// Weight is the RIF coefficient: score = Weight·RIF + latency/mean
+	// pool latency.
+	Weight float64 `json:"weight"`
+}
+
+// C3Config holds C3's knobs (Suresh et al., NSDI '15).
+type C3Config struct {
+	// Clients is n in the concurrency compensation q̂ = 1 + os·n + q̄:
+	// how many clients (ingress replicas) share the servers.
+	Clients int `json:"clients"`
+	// Alpha is the EWMAs' weight of the newest sample (C3's Cassandra
+	// ScoreTracker: 0.9).
+	Alpha float64 `json:"alpha"`
+}
+
+// SyncConfig holds synchronous Prequal's knobs (the paper's sync mode).
+type SyncConfig struct {
+	// D is the probes sent per query; the pick waits for D−1 answers.
+	D int `json:"d"`
+	// Timeout bounds the wait; the pick then uses what has answered (the
+	// paper: 1 ms at Google, 3 ms for YouTube Homepage).
+	Timeout time.Duration `json:"timeout"`
+}
+
+// EWMAConfig holds ingress-nginx's EWMA balancer's knob.
+type EWMAConfig struct {
+	// Decay is DECAY_TIME: weight e^(−Δt/Decay).
+	Decay time.Duration `json:"decay"`
 }
 
 // P2CConfig holds the power-of-d-choices baseline's knob.
@@ -102,7 +163,13 @@ func DefaultConfig() Config {
 			Decay:      10 * time.Second,
 			DefaultRTT: 30 * time.Millisecond,
 		},
-		P2C: P2CConfig{Choices: 2},
+		P2C:    P2CConfig{Choices: 2},
+		WRR:    WRRConfig{Penalty: 1, Blackout: 10 * time.Second, Expiry: 3 * time.Minute, Period: time.Second},
+		YARP:   YARPConfig{Poll: 500 * time.Millisecond},
+		Linear: LinearConfig{Weight: 1},
+		C3:     C3Config{Clients: 1, Alpha: 0.9},
+		Sync:   SyncConfig{D: 3, Timeout: 3 * time.Millisecond},
+		EWMA:   EWMAConfig{Decay: 10 * time.Second},
 	}
 }
 
@@ -115,6 +182,7 @@ const (
 	maxRemovePerQuery = 100
 	maxDelta          = 1000
 	maxChoices        = 100
+	maxSyncProbes     = 64
 )
 
 // Validate reports every invalid field, each named with its allowed range.
@@ -166,6 +234,40 @@ func (c Config) Validate() error {
 	}
 	if c.P2C.Choices < 2 || c.P2C.Choices > maxChoices {
 		bad("P2C.Choices", fmt.Sprintf("in [2, %d]", maxChoices), c.P2C.Choices)
+	}
+	w := c.WRR
+	if !(w.Penalty >= 0 && w.Penalty <= 1000) {
+		bad("WRR.Penalty", "in [0, 1000]", w.Penalty)
+	}
+	if w.Blackout < 0 {
+		bad("WRR.Blackout", ">= 0", w.Blackout)
+	}
+	if w.Expiry <= 0 {
+		bad("WRR.Expiry", "> 0", w.Expiry)
+	}
+	if w.Period <= 0 {
+		bad("WRR.Period", "> 0", w.Period)
+	}
+	if c.YARP.Poll <= 0 {
+		bad("YARP.Poll", "> 0", c.YARP.Poll)
+	}
+	if !(c.Linear.Weight >= 0 && c.Linear.Weight <= 1e6) {
+		bad("Linear.Weight", "in [0, 1e6]", c.Linear.Weight)
+	}
+	if c.C3.Clients < 1 || c.C3.Clients > 1<<20 {
+		bad("C3.Clients", "in [1, 1048576]", c.C3.Clients)
+	}
+	if !(c.C3.Alpha > 0 && c.C3.Alpha <= 1) {
+		bad("C3.Alpha", "in (0, 1]", c.C3.Alpha)
+	}
+	if c.Sync.D < 1 || c.Sync.D > maxSyncProbes {
+		bad("Sync.D", fmt.Sprintf("in [1, %d]", maxSyncProbes), c.Sync.D)
+	}
+	if c.Sync.Timeout <= 0 {
+		bad("Sync.Timeout", "> 0", c.Sync.Timeout)
+	}
+	if c.EWMA.Decay <= 0 {
+		bad("EWMA.Decay", "> 0", c.EWMA.Decay)
 	}
 	return errors.Join(errs...)
 }

@@ -83,6 +83,61 @@ type ProbeReply struct {
 	// LatencyKnown is false when the backend has no recent history; Latency
 	// is then meaningless and must not be read as 0 ms.
 	LatencyKnown bool
+	// QPS, EPS and Utilization are the backend's load report over its
+	// last second (see the contract): completed requests per second, 5xx
+	// answers per second, and the busy fraction of its slots (0..1).
+	// LoadKnown is true only when all three were present; a policy must
+	// treat them as unknown otherwise (an old backend).
+	QPS, EPS, Utilization float64
+	LoadKnown             bool
+}
+
+// ServerFeedback is what a backend piggybacks on a response (the
+// X-Prequal-Queue and X-Prequal-Service-Us headers): its queue length
+// (waiting, not in service) when it answered and this request's service
+// time. Known is false when the response carried neither.
+type ServerFeedback struct {
+	Known       bool
+	QueueSize   int
+	ServiceTime time.Duration
+}
+
+// FeedbackUser is implemented by policies that read server feedback
+// (Caps.Feedback). The caller hands it in, under the route lock, just
+// before Done for the same attempt, when the response carried it.
+type FeedbackUser interface {
+	ServerFeedback(now time.Time, p Picked, fb ServerFeedback)
+}
+
+// SyncPicker is the optional two-phase pick of synchronous probing
+// (Caps.Sync; the paper's sync mode, §A.4 of the anchors): per query the
+// policy names the replicas to probe, the caller probes them concurrently
+// and hands back what answered, and the policy picks from those answers
+// alone. The caller must not hold the route lock while it waits, so other
+// requests proceed:
+//
+//	lock;   targets = PlanSync(now, rng, buf[:0]); wait, timeout := SyncWait(); unlock
+//	probe every target concurrently; stop at `wait` answers or after `timeout`
+//	lock;   p, err = PickSync(now, rng, answers); unlock   // then Done(p) as usual
+//
+// answers holds the answers of this query's probes only, received after
+// its PlanSync (never an older one); a target that failed or did not answer
+// in time is simply absent (or has OK false). With no usable answer
+// PickSync falls back to a uniformly random healthy endpoint, counted as a
+// fallback. Pick on a SyncPicker is that same fallback, for callers that
+// do not probe synchronously. Probes of sync mode are not fed to
+// ProbeResult.
+type SyncPicker interface {
+	PlanSync(now time.Time, rng *rand.Rand, dst []string) []string
+	SyncWait() (answers int, timeout time.Duration)
+	PickSync(now time.Time, rng *rand.Rand, answers []SyncAnswer) (Picked, error)
+}
+
+// SyncAnswer is one probe answer of a synchronous pick.
+type SyncAnswer struct {
+	Endpoint string
+	Reply    ProbeReply
+	OK       bool // false: the probe failed; Reply is meaningless
 }
 
 // ProbeOutcome classifies a probe's result.

@@ -65,6 +65,7 @@ import (
 type prequal struct {
 	base
 	cfg PrequalConfig
+	sel selector // the rule applied to the pool: HCL, or linear / RIF-only
 
 	pool []probeEntry // oldest receipt first; at most one entry per endpoint
 	cats []uint8      // scratch: each pool entry's HCL category in the pick in progress
@@ -128,10 +129,14 @@ var _ Policy = (*prequal)(nil)
 // Caps: prequal plans probes and reads their answers.
 func (p *prequal) Caps() Caps { return Caps{Probes: true} }
 
-func newPrequal(cfg PrequalConfig) *prequal {
+func newPrequal(cfg PrequalConfig) *prequal { return newPoolPolicy(NamePrequal, cfg, hcl{}) }
+
+// newPoolPolicy is prequal's pool and probing with selection rule sel.
+func newPoolPolicy(name string, cfg PrequalConfig, sel selector) *prequal {
 	return &prequal{
-		base:      newBase(NamePrequal),
+		base:      newBase(name),
 		cfg:       cfg,
+		sel:       sel,
 		pool:      make([]probeEntry, 0, cfg.PoolSize),
 		cats:      make([]uint8, cfg.PoolSize),
 		rifRing:   make([]int, 0, cfg.RIFWindow),
@@ -306,7 +311,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		return pk, nil
 	}
 	thr := p.hotThreshold()
-	c, hot := p.choose(thr, rng)
+	c, hot := p.sel.choose(p, thr, rng)
 	if ep := int(p.pool[c].ep); p.averse(ep) {
 		// Only averse replicas in the pool: a healthy one outside it wins.
 		if i := p.redrawHealthy(ep, rng); i != ep {
@@ -453,7 +458,7 @@ func (p *prequal) removePerQuery(thr int32) {
 			continue
 		}
 		if p.removeWorst {
-			p.removeAt(p.worst(thr), removeWorst)
+			p.removeAt(p.sel.worst(p, thr), removeWorst)
 		} else {
 			p.removeAt(0, removeOldest)
 		}

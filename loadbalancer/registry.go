@@ -13,9 +13,17 @@ const (
 	NameP2C          = "p2c"
 	NameRandom       = "random"
 	NamePeakEWMA     = "peak-ewma"
+	NameWRR          = "wrr"
+	NameYARPPo2C     = "yarp-po2c"
+	NameLinear       = "linear"
+	NameRIFOnly      = "rif-only"
+	NameC3           = "c3"
+	NamePrequalSync  = "prequal-sync"
+	NameEWMA         = "ewma"
 )
 
-var names = []string{NamePrequal, NameRoundRobin, NameLeastRequest, NameP2C, NameRandom, NamePeakEWMA}
+var names = []string{NamePrequal, NameRoundRobin, NameLeastRequest, NameP2C, NameRandom, NamePeakEWMA,
+	NameWRR, NameYARPPo2C, NameLinear, NameRIFOnly, NameC3, NamePrequalSync, NameEWMA}
 
 // aliases maps a normalized spelling (lower case, '_' and ' ' as '-') to
 // its canonical name.
@@ -36,8 +44,24 @@ var aliases = map[string]string{
 
 	"random": NameRandom, "rand": NameRandom,
 
-	"peak-ewma": NamePeakEWMA, "peakewma": NamePeakEWMA, "ewma": NamePeakEWMA,
-	"p2c-peak-ewma": NamePeakEWMA,
+	// "ewma" was peak-ewma's alias until ingress-nginx's own EWMA
+	// balancer arrived under that name.
+	"peak-ewma": NamePeakEWMA, "peakewma": NamePeakEWMA, "p2c-peak-ewma": NamePeakEWMA,
+
+	"wrr": NameWRR, "weighted-round-robin": NameWRR, "weightedroundrobin": NameWRR, "grpc-wrr": NameWRR,
+
+	"yarp-po2c": NameYARPPo2C, "yarp": NameYARPPo2C, "yarp-p2c": NameYARPPo2C, "yarppo2c": NameYARPPo2C,
+
+	"linear": NameLinear,
+
+	"rif-only": NameRIFOnly, "rifonly": NameRIFOnly, "rif": NameRIFOnly,
+
+	"c3": NameC3,
+
+	"prequal-sync": NamePrequalSync, "prequalsync": NamePrequalSync, "pq-sync": NamePrequalSync,
+	"sync-prequal": NamePrequalSync, "sync": NamePrequalSync,
+
+	"ewma": NameEWMA, "nginx-ewma": NameEWMA, "ingress-nginx-ewma": NameEWMA,
 }
 
 // Names lists the canonical policy names in a stable order.
@@ -139,6 +163,20 @@ func New(name string, cfg Config) (Policy, error) {
 		p = newRandom()
 	case NamePeakEWMA:
 		p = newPeakEWMA(cfg.PeakEWMA)
+	case NameWRR:
+		p = newWRR(cfg.WRR)
+	case NameYARPPo2C:
+		p = newYARPPo2c(cfg.YARP)
+	case NameLinear:
+		p = newPoolPolicy(NameLinear, cfg.Prequal, linearRule(cfg.Linear.Weight))
+	case NameRIFOnly:
+		p = newPoolPolicy(NameRIFOnly, cfg.Prequal, rifOnly())
+	case NameC3:
+		p = newC3(cfg.C3)
+	case NamePrequalSync:
+		p = newPrequalSync(cfg.Prequal, cfg.Sync)
+	case NameEWMA:
+		p = newNginxEWMA(cfg.EWMA)
 	default:
 		return nil, fmt.Errorf("loadbalancer: algorithm %q has no constructor", v.base)
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 func TestNames_StableOrder(t *testing.T) {
-	want := []string{"prequal", "round-robin", "least-request", "p2c", "random", "peak-ewma"}
+	want := []string{"prequal", "round-robin", "least-request", "p2c", "random", "peak-ewma",
+		"wrr", "yarp-po2c", "linear", "rif-only", "c3", "prequal-sync", "ewma"}
 	if diff := cmp.Diff(want, Names()); diff != "" {
 		t.Errorf("Names() (-want +got):\n%s", diff)
 	}
@@ -26,7 +27,8 @@ func TestCanonical_Aliases(t *testing.T) {
 		"least-connections": "least-request", "leastconn": "least-request", "least_request": "least-request", "least-request": "least-request",
 		"power-of-two": "p2c", "p2c": "p2c", "po2": "p2c",
 		"random":    "random",
-		"peak-ewma": "peak-ewma", "peak_ewma": "peak-ewma", "ewma": "peak-ewma",
+		"peak-ewma": "peak-ewma", "peak_ewma": "peak-ewma", "ewma": "ewma", "nginx-ewma": "ewma",
+		"weighted_round_robin": "wrr", "YARP": "yarp-po2c", "pq-sync": "prequal-sync", "C3": "c3",
 	}
 	for in, want := range tests {
 		got, err := Canonical(in)
@@ -41,9 +43,10 @@ func TestCanonical_Aliases(t *testing.T) {
 	}
 }
 
-func TestUsesProbes_OnlyPrequal(t *testing.T) {
+func TestUsesProbes_DeclaredCapability(t *testing.T) {
+	probers := map[string]bool{"prequal": true, "wrr": true, "yarp-po2c": true, "linear": true, "rif-only": true}
 	for _, n := range Names() {
-		if got, want := UsesProbes(n), n == "prequal"; got != want {
+		if got, want := UsesProbes(n), probers[n]; got != want {
 			t.Errorf("UsesProbes(%q) = %v, want %v", n, got, want)
 		}
 	}

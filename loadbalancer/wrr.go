@@ -1,0 +1,182 @@
+package loadbalancer
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// wrr is gRPC's weighted_round_robin (gRFC A58; grpc-go
+// balancer/weightedroundrobin), the incumbent Prequal replaced at YouTube.
+// Each endpoint's weight is qps / (utilization + penalty·eps/qps) from its
+// load reports, which here are probe answers polled every Period (as
+// gRPC's out-of-band reporting would deliver them). A weight is used only
+// after Blackout since it first appeared, and is dropped when no report
+// refreshed it for Expiry (its blackout then starts over). Reports with
+// qps or utilization 0 are ignored, as gRPC does. Every Period the
+// scheduler is rebuilt from the weights: endpoints without a usable
+// weight get the mean of the others; with fewer than two usable weights
+// every endpoint weighs the same (round-robin). The pick is gRPC's static
+// stride scheduler: weights scaled so the largest is 65535 (the smallest
+// clamped to 1% of it), and endpoint seq mod n is taken on its turn when
+// (w·(seq div n) + 32767) mod 65535 >= 65535 − w, so each endpoint gets
+// w/65535 of its turns, O(1) expected per pick for bounded weight ratios.
+type wrr struct {
+	probeless
+	cfg   WRRConfig
+	poll  poller
+	st    []wrrState // parallel to eps
+	sched []uint16   // scaled weights of the last rebuild, parallel to eps
+	seq   uint64
+	// nextBuild is when the scheduler is rebuilt next (clock reading);
+	// seeded is false until the first pick drew the starting sequence.
+	nextBuild int64
+	seeded    bool
+}
+
+type wrrState struct {
+	weight        float64
+	nonEmptySince int64 // first report of the current run of reports; 0: none
+	lastUpdated   int64
+}
+
+const (
+	wrrMaxWeight = math.MaxUint16
+	wrrMinRatio  = 0.01
+)
+
+var _ Policy = (*wrr)(nil)
+
+func newWRR(cfg WRRConfig) *wrr {
+	return &wrr{probeless: probeless{newBase(NameWRR)}, cfg: cfg, poll: poller{period: int64(cfg.Period)}}
+}
+
+func (w *wrr) Caps() Caps { return Caps{Probes: true} }
+
+func (w *wrr) SetEndpoints(now time.Time, endpoints []string) {
+	old := w.st
+	_, oldIdx := w.setEndpoints(endpoints)
+	w.st = carry(old, oldIdx, w.eps)
+	w.sched = make([]uint16, len(w.eps))
+	w.rebuild(w.instant(now))
+}
+
+// usable is endpoint i's weight at t, 0 when it has none, is in its
+// blackout or has expired.
+func (w *wrr) usable(i int, t int64) float64 {
+	s := &w.st[i]
+	if s.nonEmptySince == 0 {
+		return 0
+	}
+	if t-s.lastUpdated >= int64(w.cfg.Expiry) {
+		s.nonEmptySince = 0 // the blackout starts over with the next report
+		return 0
+	}
+	if t-s.nonEmptySince < int64(w.cfg.Blackout) {
+		return 0
+	}
+	return s.weight
+}
+
+// rebuild recomputes the scaled weights at t.
+func (w *wrr) rebuild(t int64) {
+	w.nextBuild = t + int64(w.cfg.Period)
+	sum, hi, usable := 0.0, 0.0, 0
+	for i := range w.eps {
+		if x := w.usable(i, t); x > 0 {
+			sum += x
+			hi = max(hi, x)
+			usable++
+		}
+	}
+	if usable < 2 {
+		for i := range w.sched {
+			w.sched[i] = wrrMaxWeight
+		}
+		return
+	}
+	mean := sum / float64(usable)
+	hi = max(hi, mean)
+	for i := range w.eps {
+		x := w.usable(i, t)
+		if x == 0 {
+			x = mean
+		}
+		w.sched[i] = uint16(max(math.Round(x/hi*wrrMaxWeight), math.Ceil(wrrMinRatio*wrrMaxWeight)))
+	}
+}
+
+// next is the stride scheduler's next endpoint.
+func (w *wrr) next() int {
+	n := uint64(len(w.eps))
+	const offset = wrrMaxWeight / 2
+	for {
+		seq := w.seq
+		w.seq++
+		i := seq % n
+		wt := uint64(w.sched[i])
+		if (wt*(seq/n)+offset)%wrrMaxWeight >= wrrMaxWeight-wt {
+			return int(i)
+		}
+	}
+}
+
+func (w *wrr) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
+	n := len(w.eps)
+	if n == 0 {
+		return Picked{}, ErrNoEndpoints
+	}
+	t := w.see(now)
+	if t >= w.nextBuild {
+		w.rebuild(t)
+	}
+	if !w.seeded { // replicas must not march in step (gRPC draws it too)
+		w.seq, w.seeded = rng.Uint64N(1<<32), true
+	}
+	i := w.next()
+	// An averse endpoint loses its turn to the next in the schedule while
+	// a healthy one takes a turn within n tries; else a healthy one at
+	// random, else the rule.
+	if w.averse(i) {
+		for k := 0; w.averse(i) && k < n; k++ {
+			i = w.next()
+		}
+		if w.averse(i) {
+			i = w.redrawHealthy(i, rng)
+		} else {
+			w.aversions++
+		}
+	}
+	return w.pick(i), nil
+}
+
+func (w *wrr) ProbesDue(now time.Time, _ *rand.Rand, dst []string) []string {
+	return w.poll.due(&w.base, w.see(now), dst)
+}
+
+// ProbeResult takes a load report (gRPC's OnLoadReport).
+func (w *wrr) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
+	i, ok := w.byAddr[endpoint]
+	if !ok {
+		return
+	}
+	w.countOutcome(ProbeOK)
+	if !r.LoadKnown || !(r.QPS > 0) || !(r.Utilization > 0) {
+		return
+	}
+	t := w.instant(now)
+	s := &w.st[i]
+	s.weight = r.QPS / (r.Utilization + max(r.EPS, 0)/r.QPS*w.cfg.Penalty)
+	if s.nonEmptySince == 0 {
+		s.nonEmptySince = t
+	}
+	s.lastUpdated = max(s.lastUpdated, t)
+}
+
+func (w *wrr) Reset(now time.Time) {
+	w.probeless.Reset(now)
+	clear(w.st)
+	w.poll.reset()
+	w.seeded = false
+	w.rebuild(w.instant(now))
+}

@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// fullPrequal returns a prequal policy over n endpoints whose pool holds
-// PoolSize probes with mixed RIFs and latencies, and a copy of that pool.
-func fullPrequal(tb testing.TB, n int) (*prequal, []probeEntry) {
-	p := newPrequalT(tb, n, nil)
+// fullPool returns a pool policy (prequal, linear, rif-only) over n
+// endpoints whose pool holds PoolSize probes with mixed RIFs and
+// latencies, and a copy of that pool.
+func fullPool(tb testing.TB, name string, n int) (*prequal, []probeEntry) {
+	p := newPolicy(tb, name, n, nil).(*prequal)
 	for i := range 64 { // fill the RIF window too
 		p.ProbeResult(t0, p.eps[i%n].addr, known(i%7, time.Duration(5+i%11)*time.Millisecond))
 	}
@@ -18,16 +19,24 @@ func fullPrequal(tb testing.TB, n int) (*prequal, []probeEntry) {
 	return p, append([]probeEntry(nil), p.pool...)
 }
 
-// BenchmarkPick measures Pick followed by Done over 100 endpoints. For
-// prequal the pool is restored to its full 16 probes before each pick
-// (a copy of 16 entries, included in the time), since every pick drains it.
+func fullPrequal(tb testing.TB, n int) (*prequal, []probeEntry) { return fullPool(tb, NamePrequal, n) }
+
+// BenchmarkPick measures Pick followed by Done over 100 endpoints. For the
+// pool policies the pool is restored to its full 16 probes before each
+// pick (a copy of 16 entries, included in the time), since every pick
+// drains it. Policies that read load reports or polled RIFs have one of
+// each endpoint's; wrr's blackout is 0 so its weights are in force; c3
+// gets its feedback before Done, as the ingress hands it in. prequal-sync
+// is measured both as Pick (its fallback) and as the two-phase pick it is
+// meant for: PlanSync, PickSync over d − 1 answers, Done.
 func BenchmarkPick(b *testing.B) {
 	for _, name := range Names() {
 		b.Run(name, func(b *testing.B) {
 			rng := newRNG()
 			now := at(10)
-			if name == NamePrequal {
-				p, snap := fullPrequal(b, 100)
+			switch name {
+			case NamePrequal, NameLinear, NameRIFOnly:
+				p, snap := fullPool(b, name, 100)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
@@ -36,8 +45,24 @@ func BenchmarkPick(b *testing.B) {
 					p.Done(now, pk, time.Millisecond, 200)
 				}
 				return
+			case NameC3:
+				p := newPolicy(b, name, 100, nil)
+				fu := p.(FeedbackUser)
+				b.ReportAllocs()
+				b.ResetTimer()
+				i := 0
+				for b.Loop() {
+					i++
+					pk, _ := p.Pick(now, rng)
+					fu.ServerFeedback(now, pk, ServerFeedback{Known: true, QueueSize: i % 5, ServiceTime: time.Duration(1+i%7) * time.Millisecond})
+					p.Done(now, pk, time.Duration(2+i%9)*time.Millisecond, 200)
+				}
+				return
 			}
-			p := newPolicy(b, name, 100, nil)
+			p := newPolicy(b, name, 100, func(c *Config) { c.WRR.Blackout = 0 })
+			for i, a := range addrs(100) {
+				p.ProbeResult(t0, a, ProbeReply{RIF: i % 7, QPS: float64(50 + i%13), Utilization: 0.3 + float64(i%5)/10, LoadKnown: true})
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -46,6 +71,27 @@ func BenchmarkPick(b *testing.B) {
 			}
 		})
 	}
+	b.Run(NamePrequalSync+"/PickSync", func(b *testing.B) {
+		p := newPolicy(b, NamePrequalSync, 100, nil)
+		sp := p.(SyncPicker)
+		rng := newRNG()
+		now := at(10)
+		plan := make([]string, 0, 8)
+		ans := make([]SyncAnswer, 0, 8)
+		i := 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			i++
+			plan = sp.PlanSync(now, rng, plan[:0])
+			ans = ans[:0]
+			for j, e := range plan[:len(plan)-1] { // d − 1 answers
+				ans = append(ans, SyncAnswer{Endpoint: e, Reply: known((i+j)%7, time.Duration(5+(i+j)%11)*time.Millisecond), OK: true})
+			}
+			pk, _ := sp.PickSync(now, rng, ans)
+			p.Done(now, pk, time.Millisecond, 200)
+		}
+	})
 }
 
 // BenchmarkPickCycle is one query's full conversation with prequal: Pick,

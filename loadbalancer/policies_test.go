@@ -1,0 +1,293 @@
+package loadbalancer
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// load is a load report with all three fields.
+func load(qps, eps, util float64) ProbeReply {
+	return ProbeReply{RIF: 1, QPS: qps, EPS: eps, Utilization: util, LoadKnown: true}
+}
+
+// shares picks k times at ms (Done at once) and returns each endpoint's
+// share of the picks.
+func shares(t *testing.T, p Policy, ms, k int) map[string]float64 {
+	t.Helper()
+	rng := newRNG()
+	c := map[string]float64{}
+	for range k {
+		pk := mustPick(t, p, at(ms), rng)
+		c[pk.Endpoint]++
+		p.Done(at(ms), pk, time.Millisecond, 200)
+	}
+	for a := range c {
+		c[a] /= float64(k)
+	}
+	return c
+}
+
+func TestWRR_WeightsFromLoadReportsBlackoutAndExpiry(t *testing.T) {
+	p := newPolicy(t, "wrr{blackout=2s}", 3, nil)
+	eps := addrs(3)
+	report := func(ms int, utilA float64) {
+		p.ProbeResult(at(ms), eps[0], load(100, 0, utilA)) // weight 100/util
+		p.ProbeResult(at(ms), eps[1], load(100, 0, 0.5))   // 200
+		p.ProbeResult(at(ms), eps[2], load(100, 0, 0.5))   // 200
+	}
+	report(0, 1.0) // weights 100, 200, 200 from the start
+	// In the blackout every endpoint weighs the same.
+	s := shares(t, p, 1500, 3000)
+	if math.Abs(s[eps[0]]-1.0/3) > 0.02 {
+		t.Fatalf("in the blackout: shares %v, want equal", s)
+	}
+	// Utilization of eps[0] rises to 1.0: its weight halves (100 vs 200,
+	// 200): it gets 1/5 of the picks once the weights are in force.
+	for ms := 1000; ms <= 3000; ms += 1000 {
+		report(ms, 1.0)
+	}
+	s = shares(t, p, 3100, 5000)
+	if math.Abs(s[eps[0]]-0.2) > 0.02 || math.Abs(s[eps[1]]-0.4) > 0.03 {
+		t.Fatalf("after the blackout: shares %v, want 0.2/0.4/0.4", s)
+	}
+	// Errors: eps/qps·penalty adds to utilization (0.5 + 50/100 = 1.0).
+	for ms := 4000; ms <= 5000; ms += 1000 {
+		p.ProbeResult(at(ms), eps[0], load(100, 0, 0.5))
+		p.ProbeResult(at(ms), eps[1], load(100, 50, 0.5))
+		p.ProbeResult(at(ms), eps[2], load(100, 0, 0.5))
+	}
+	s = shares(t, p, 5100, 5000)
+	if math.Abs(s[eps[1]]-0.2) > 0.02 {
+		t.Fatalf("with errors: shares %v, want eps[1] at 0.2", s)
+	}
+	// Reports stop: past the 3 min expiry every weight is gone: equal.
+	s = shares(t, p, 5000+int(3*time.Minute/time.Millisecond)+1500, 3000)
+	if math.Abs(s[eps[1]]-1.0/3) > 0.02 {
+		t.Fatalf("after expiry: shares %v, want equal", s)
+	}
+}
+
+func TestWRR_IgnoresReportsWithoutLoad(t *testing.T) {
+	p := newPolicy(t, "wrr{blackout=0s}", 2, nil).(*wrr)
+	p.ProbeResult(at(0), addrs(2)[0], ProbeReply{RIF: 3}) // an old backend
+	p.ProbeResult(at(0), addrs(2)[1], load(0, 0, 0.5))    // idle: qps 0
+	if p.st[0].nonEmptySince != 0 || p.st[1].nonEmptySince != 0 {
+		t.Fatalf("a report without load set a weight: %+v", p.st)
+	}
+}
+
+func TestPolled_ProbesEveryEndpointOncePerPeriod(t *testing.T) {
+	for name, period := range map[string]time.Duration{"wrr": time.Second, "yarp-po2c": 500 * time.Millisecond} {
+		p := newPolicy(t, name, 10, nil)
+		rng := newRNG()
+		count := map[string]int{}
+		var due []string
+		for ms := 0; ms < 10_000; ms += 7 {
+			due = p.ProbesDue(at(ms), rng, due[:0])
+			for _, d := range due {
+				count[d]++
+			}
+		}
+		want := int(10*time.Second/period) + 1
+		for _, a := range addrs(10) {
+			if c := count[a]; c < want-1 || c > want+1 {
+				t.Errorf("%s: %s probed %d times in 10 s, want about %d", name, a, c, want)
+			}
+		}
+	}
+}
+
+func TestYARPPo2C_PolledRIFNotLocalCounts(t *testing.T) {
+	p := newPolicy(t, "yarp-po2c", 2, nil)
+	eps := addrs(2)
+	p.ProbeResult(at(0), eps[0], ProbeReply{RIF: 10})
+	p.ProbeResult(at(0), eps[1], ProbeReply{RIF: 2})
+	rng := newRNG()
+	// Held requests do not move the choice until the next poll: the
+	// staleness the comparison is about.
+	for range 20 {
+		if pk := mustPick(t, p, at(1), rng); pk.Endpoint != eps[1] {
+			t.Fatalf("picked %s with polled RIF 10 over 2", pk.Endpoint)
+		}
+	}
+	p.ProbeResult(at(500), eps[1], ProbeReply{RIF: 22})
+	if pk := mustPick(t, p, at(501), rng); pk.Endpoint != eps[0] {
+		t.Fatalf("after the poll: picked %s, want %s", pk.Endpoint, eps[0])
+	}
+}
+
+func TestEWMA_LowerScoreWinsDecaysAndNewEndpointsStartAtMean(t *testing.T) {
+	p := newPolicy(t, "ewma", 2, nil).(*nginxEWMA)
+	eps := addrs(2)
+	rng := newRNG()
+	for i, lat := range []time.Duration{50 * time.Millisecond, 10 * time.Millisecond} {
+		pk := p.pick(i)
+		p.Done(at(0), pk, lat, 200)
+	}
+	for range 20 {
+		pk := mustPick(t, p, at(1), rng)
+		if pk.Endpoint != eps[1] {
+			t.Fatalf("picked %s (50 ms) over %s (10 ms)", pk.Endpoint, eps[1])
+		}
+		p.Done(at(1), pk, 10*time.Millisecond, 200) // no in-flight term: still the best
+	}
+	// Decay toward 0: 10 s later the score is about 1/e of the EWMA.
+	t10 := p.instant(at(10_001))
+	if got, want := p.score(0, t10), 50e6*math.Exp(-1); math.Abs(got-want) > 0.01*want {
+		t.Errorf("decayed score = %.0f, want %.0f", got, want)
+	}
+	// A new endpoint starts at the mean of the others' scores.
+	p.SetEndpoints(at(1), append(eps, "10.9.9.9:1"))
+	got := p.score(2, p.instant(at(1)))
+	want := (p.score(0, p.instant(at(1))) + p.score(1, p.instant(at(1)))) / 2
+	if math.Abs(got-want) > 1 {
+		t.Errorf("new endpoint's score = %.0f, want the mean %.0f", got, want)
+	}
+}
+
+func TestC3_AvoidsGrowingQueueCubically(t *testing.T) {
+	p := newPolicy(t, "c3", 2, nil).(*c3)
+	eps := addrs(2)
+	rng := newRNG()
+	fb := func(ep int, queue int, ms int) {
+		pk := p.pick(ep)
+		p.ServerFeedback(at(ms), pk, ServerFeedback{Known: true, QueueSize: queue, ServiceTime: 10 * time.Millisecond})
+		p.Done(at(ms), pk, 10*time.Millisecond+time.Duration(queue)*10*time.Millisecond, 200)
+	}
+	fb(0, 0, 0)
+	fb(1, 0, 0)
+	// Equal servers: the picks split.
+	s := shares(t, p, 1, 2000)
+	if s[eps[0]] < 0.4 || s[eps[1]] < 0.4 {
+		t.Fatalf("equal servers: shares %v", s)
+	}
+	// eps[0]'s queue grows: it loses every pick.
+	for ms := 2; ms < 10; ms++ {
+		fb(0, 4*ms, ms)
+	}
+	for range 20 {
+		if pk := mustPick(t, p, at(20), rng); pk.Endpoint != eps[1] {
+			t.Fatalf("picked %s with queue %.1f over an empty one", pk.Endpoint, p.st[0].queue)
+		}
+	}
+	// Its own outstanding requests count too (q̂ = 1 + os·n + q̄): with
+	// enough of them in flight the empty server loses.
+	for range 40 {
+		p.pick(1)
+	}
+	p.rescore(1)
+	if pk := mustPick(t, p, at(21), rng); pk.Endpoint != eps[0] {
+		t.Fatalf("with %d outstanding on the empty server it still won over a queue of %.1f", p.gates[1].inFlight, p.st[0].queue)
+	}
+}
+
+func TestC3_WithoutFeedbackUsesLatency(t *testing.T) {
+	p := newPolicy(t, "c3", 2, nil).(*c3)
+	eps := addrs(2)
+	p.Done(at(0), p.pick(0), 40*time.Millisecond, 200)
+	p.Done(at(0), p.pick(1), 10*time.Millisecond, 200)
+	if pk := mustPick(t, p, at(1), newRNG()); pk.Endpoint != eps[1] {
+		t.Fatalf("picked %s (40 ms) over the 10 ms one", pk.Endpoint)
+	}
+}
+
+// pool fills a pool policy's pool with answers (rif, latency ms) for
+// endpoints 0.. in order.
+func fillPool(t *testing.T, p Policy, answers [][2]int) {
+	t.Helper()
+	for i, a := range answers {
+		p.ProbeResult(at(0), addrs(len(answers))[i], known(a[0], time.Duration(a[1])*time.Millisecond))
+	}
+}
+
+func TestLinearAndRIFOnly_Rules(t *testing.T) {
+	answers := [][2]int{{0, 40}, {3, 5}, {1, 20}, {6, 4}}
+	eps := addrs(4)
+	tests := []struct {
+		name string
+		want string
+	}{
+		{"rif-only", eps[0]},            // lowest RIF
+		{"linear{weight=0}", eps[3]},    // latency only
+		{"linear{weight=1000}", eps[0]}, // RIF dominates
+		{"linear", eps[2]},              // RIF + latency/mean(17.25 ms): 0+2.32, 3+0.29, 1+1.16, 6+0.23
+		{"linear{weight=0.2}", eps[1]},  // 0+2.32, 0.6+0.29, 0.2+1.16, 1.2+0.23
+		{"linear{weight=0.05}", eps[1]}, // 2.32, 0.44, 1.21, 0.53
+		{"linear{weight=0.01}", eps[3]}, // 2.32, 0.32, 1.17, 0.29
+		{"prequal{qrif=1}", eps[3]},     // HCL with every probe cold: fastest
+	}
+	for _, tt := range tests {
+		p := newPolicy(t, tt.name, 4, nil)
+		fillPool(t, p, answers)
+		if pk := mustPick(t, p, at(1), newRNG()); pk.Endpoint != tt.want {
+			t.Errorf("%s picked %s, want %s", tt.name, pk.Endpoint, tt.want)
+		}
+	}
+}
+
+func TestPrequalSync_PlansDistinctAndPicksFromThisQueryOnly(t *testing.T) {
+	p := newPolicy(t, "prequal-sync{d=3}", 10, nil)
+	sp := p.(SyncPicker)
+	rng := newRNG()
+	if n, to := sp.SyncWait(); n != 2 || to != 3*time.Millisecond {
+		t.Fatalf("SyncWait = %d, %v; want 2, 3ms", n, to)
+	}
+	eps := addrs(10)
+	// An excellent answer delivered outside a query (an async prober's)
+	// must never be used.
+	p.ProbeResult(at(0), eps[9], known(0, time.Microsecond))
+	for q := range 200 {
+		plan := sp.PlanSync(at(q), rng, nil)
+		if len(plan) != 3 || plan[0] == plan[1] || plan[1] == plan[2] || plan[0] == plan[2] {
+			t.Fatalf("plan %v, want 3 distinct", plan)
+		}
+		// Two answers: the second is faster and as idle: it wins.
+		ans := []SyncAnswer{
+			{Endpoint: plan[0], Reply: known(0, 20*time.Millisecond), OK: true},
+			{Endpoint: plan[1], Reply: known(0, 5*time.Millisecond), OK: true},
+			{Endpoint: plan[2], OK: false},
+		}
+		pk, err := sp.PickSync(at(q), rng, ans)
+		if err != nil || pk.Endpoint != plan[1] || pk.Fallback {
+			t.Fatalf("PickSync = %+v, %v; want %s", pk, err, plan[1])
+		}
+		p.Done(at(q), pk, time.Millisecond, 200)
+	}
+	// No answers: a random fallback, counted.
+	pk, err := sp.PickSync(at(300), rng, nil)
+	if err != nil || !pk.Fallback {
+		t.Fatalf("PickSync(no answers) = %+v, %v; want a fallback", pk, err)
+	}
+	if s := p.Stats(); s.Fallbacks != 1 || s.ColdPicks != 200 || s.ProbesPlanned != 600 || s.PoolSize != 0 {
+		t.Errorf("stats: fallbacks %d cold %d planned %d pool %d", s.Fallbacks, s.ColdPicks, s.ProbesPlanned, s.PoolSize)
+	}
+}
+
+func TestNewPolicies_SeamCallsDoNotAllocate(t *testing.T) {
+	c := newPolicy(t, "c3", 100, nil)
+	fu := c.(FeedbackUser)
+	rng := newRNG()
+	if a := testing.AllocsPerRun(500, func() {
+		pk, _ := c.Pick(at(1), rng)
+		fu.ServerFeedback(at(1), pk, ServerFeedback{Known: true, QueueSize: 2, ServiceTime: time.Millisecond})
+		c.Done(at(1), pk, 2*time.Millisecond, 200)
+	}); a != 0 {
+		t.Errorf("c3 pick+feedback+done: %v allocations", a)
+	}
+	s := newPolicy(t, "prequal-sync", 100, nil)
+	sp := s.(SyncPicker)
+	plan := make([]string, 0, 8)
+	ans := make([]SyncAnswer, 0, 8)
+	if a := testing.AllocsPerRun(500, func() {
+		plan = sp.PlanSync(at(1), rng, plan[:0])
+		ans = ans[:0]
+		for i, e := range plan {
+			ans = append(ans, SyncAnswer{Endpoint: e, Reply: known(i, time.Duration(i+1)*time.Millisecond), OK: true})
+		}
+		pk, _ := sp.PickSync(at(1), rng, ans)
+		s.Done(at(1), pk, time.Millisecond, 200)
+	}); a != 0 {
+		t.Errorf("prequal-sync plan+pick+done: %v allocations", a)
+	}
+}

@@ -13,10 +13,12 @@
 //! keep theirs. The backlog is raised to the kernel's maximum (net.core.somaxconn); beyond
 //! it the kernel drops SYNs and clients retry.
 
+#[cfg(target_os = "linux")]
+use crate::reactor::Reactor;
 use crate::server::App;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -33,6 +35,8 @@ pub struct Conns {
     changed: Condvar,
     /// Most connections open at once since start (for tests).
     peak: AtomicUsize,
+    /// Worker threads started since start (for tests).
+    spawned: AtomicUsize,
 }
 
 impl Conns {
@@ -41,6 +45,7 @@ impl Conns {
             open: Mutex::new(0),
             changed: Condvar::new(),
             peak: AtomicUsize::new(0),
+            spawned: AtomicUsize::new(0),
         }
     }
 
@@ -51,6 +56,11 @@ impl Conns {
     #[cfg(test)]
     pub fn peak(&self) -> usize {
         self.peak.load(Ordering::SeqCst)
+    }
+
+    #[cfg(test)]
+    pub fn spawned(&self) -> usize {
+        self.spawned.load(Ordering::SeqCst)
     }
 
     /// Wakes every waiter (shutdown).
@@ -129,6 +139,8 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
     widen_backlog(&listener);
     let cap = app.cfg.max_connections;
     let pool = Arc::new(Pool::default());
+    #[cfg(target_os = "linux")]
+    start_reactor(app, &pool);
     loop {
         if !app.conns.wait_below(cap, &|| app.shutting_down()) {
             break;
@@ -146,8 +158,10 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
             }
         };
         // Served even when shutdown began meanwhile: it was accepted, so it
-        // gets an answer (our own wake-up connection just closes).
-        pool.dispatch(stream, ConnSlot::take(app.clone()));
+        // gets an answer (our own wake-up connection just closes). It waits
+        // for its first request in the reactor, without a thread.
+        let _ = stream.set_nodelay(true);
+        pool.park_or_dispatch(app, stream, ConnSlot::take(app.clone()));
         if app.shutting_down() {
             break;
         }
@@ -156,32 +170,110 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
     app.conns.wait_none(app.cfg.drain_timeout)
 }
 
+#[cfg(target_os = "linux")]
+fn start_reactor(app: &Arc<App>, pool: &Arc<Pool>) {
+    let reactor = match Reactor::new() {
+        Ok(r) => Arc::new(r),
+        Err(e) => {
+            eprintln!("prequal-backend: epoll: {e}; serving every connection on a thread");
+            return;
+        }
+    };
+    let (a, p, r) = (app.clone(), pool.clone(), reactor.clone());
+    let started = thread::Builder::new()
+        .name("reactor".into())
+        .spawn(move || r.run(&a, &p));
+    match started {
+        Ok(_) => {
+            let _ = pool.reactor.set(reactor);
+        }
+        Err(e) => {
+            eprintln!("prequal-backend: reactor thread: {e}; serving every connection on a thread")
+        }
+    }
+}
+
+/// A connection going to a worker: the bytes read so far, and the rest of
+/// a response to write first (then close if `close_after`).
+pub struct Handoff {
+    pub stream: TcpStream,
+    pub buf: Vec<u8>,
+    pub slot: ConnSlot,
+    pub pending: Vec<u8>,
+    pub close_after: bool,
+}
+
 /// Threads that serve connections one after another. A worker is spawned
 /// only when no idle one is left for a connection, and it counts as idle
 /// before it releases its previous connection's slot: so workers never
-/// outnumber open connections, which the cap bounds.
+/// outnumber the connections open at once, which the cap bounds. A
+/// connection that goes idle is parked in the reactor (Linux), and its
+/// worker takes the next one.
 #[derive(Default)]
-struct Pool {
+pub struct Pool {
     state: Mutex<PoolState>,
     ready: Condvar,
+    #[cfg(target_os = "linux")]
+    reactor: OnceLock<Arc<Reactor>>,
 }
 
 #[derive(Default)]
 struct PoolState {
-    jobs: std::collections::VecDeque<(TcpStream, ConnSlot)>,
+    jobs: std::collections::VecDeque<Handoff>,
     idle: usize,
 }
 
 impl Pool {
-    fn dispatch(self: &Arc<Pool>, stream: TcpStream, slot: ConnSlot) {
+    #[cfg(target_os = "linux")]
+    fn reactor(&self) -> Option<&Arc<Reactor>> {
+        self.reactor.get()
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn reactor(&self) -> Option<&std::convert::Infallible> {
+        None
+    }
+
+    /// Parks an idle connection in the reactor, or gives it to a worker when
+    /// there is none or it refuses (shutdown).
+    fn park_or_dispatch(self: &Arc<Pool>, app: &App, stream: TcpStream, slot: ConnSlot) {
+        #[cfg(target_os = "linux")]
+        let (stream, slot) = match self.reactor() {
+            Some(r) => match r.park(app, stream, slot, Instant::now()) {
+                Ok(()) => return,
+                Err(back) => back,
+            },
+            None => (stream, slot),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let _ = app;
+        self.dispatch(Handoff {
+            stream,
+            buf: Vec::new(),
+            slot,
+            pending: Vec::new(),
+            close_after: false,
+        });
+    }
+
+    pub fn dispatch(self: &Arc<Pool>, job: Handoff) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.jobs.push_back((stream, slot));
+        st.jobs.push_back(job);
         if st.idle >= st.jobs.len() {
             drop(st);
             self.ready.notify_one();
             return;
         }
         drop(st);
+        if let Some(job) = self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .jobs
+            .back()
+        {
+            job.slot.app.conns.spawned.fetch_add(1, Ordering::SeqCst);
+        }
         let pool = self.clone();
         let spawned = thread::Builder::new()
             .stack_size(CONN_STACK)
@@ -219,9 +311,29 @@ impl Pool {
             };
             st.idle -= 1;
             drop(st);
-            let Some((stream, slot)) = job else { return };
-            slot.app.serve_conn(stream);
-            done = Some(slot);
+            let Some(job) = job else { return };
+            let app = job.slot.app.clone();
+            let may_park = self.reactor().is_some();
+            let mut back =
+                app.serve_conn(job.stream, job.buf, &job.pending, job.close_after, may_park);
+            let mut slot = Some(job.slot);
+            while let Some(stream) = back.take() {
+                #[cfg(target_os = "linux")]
+                if let (Some(r), Some(s)) = (self.reactor(), slot.take()) {
+                    match r.park(&app, stream, s, Instant::now()) {
+                        Ok(()) => break,
+                        Err((stream, s)) => {
+                            // Refused (shutdown): serve it here to the end.
+                            slot = Some(s);
+                            back = app.serve_conn(stream, Vec::new(), &[], false, false);
+                            continue;
+                        }
+                    }
+                }
+                #[cfg(not(target_os = "linux"))]
+                drop(stream);
+            }
+            done = slot;
         }
     }
 }
@@ -460,5 +572,110 @@ mod tests {
         assert!(read_to_eof(&mut c, &mut out), "closed by the server");
         assert!(out.is_empty(), "a hang never answers");
         wait_until("the connection to end", || srv.app.conns.open() == 0);
+    }
+
+    /// Reads until `n` complete responses (each ending in its body) are in.
+    fn read_responses(s: &mut TcpStream, n: usize) -> String {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = String::from_utf8_lossy(&out).into_owned();
+            let complete = text.matches("HTTP/1.1 ").count() >= n && {
+                // The last response's body has arrived in full.
+                let last = text.rsplit("HTTP/1.1 ").next().unwrap_or("");
+                let len: usize = last
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(usize::MAX);
+                last.split_once("\r\n\r\n")
+                    .is_some_and(|(_, body)| body.len() >= len)
+            };
+            if complete {
+                return text;
+            }
+            assert!(Instant::now() < end, "timed out: {text:?}");
+            let k = s.read(&mut buf).unwrap();
+            assert!(k > 0, "closed early: {text:?}");
+            out.extend_from_slice(&buf[..k]);
+        }
+    }
+
+    #[test]
+    fn probes_are_answered_without_a_thread_per_connection() {
+        let srv = Server::start(&[]);
+        let mut conns: Vec<TcpStream> = (0..20).map(|_| srv.connect()).collect();
+        for _ in 0..5 {
+            for c in &mut conns {
+                write!(c, "GET /prequal/probe HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+                let out = read_responses(c, 1);
+                assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+                assert!(out.contains("\"qps\":"), "{out:?}");
+            }
+        }
+        // Pipelined: all answered in order.
+        let c = &mut conns[0];
+        write!(
+            c,
+            "GET /healthz HTTP/1.1\r\n\r\nGET /stats HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n"
+        )
+        .unwrap();
+        let out = read_responses(c, 3);
+        assert!(
+            out.contains("\r\n\r\nok") && out.contains("\"in_flight\""),
+            "{out:?}"
+        );
+        assert_eq!(
+            srv.app.conns.spawned(),
+            0,
+            "the reactor answers these itself"
+        );
+        assert_eq!(srv.app.conns.open(), 20);
+    }
+
+    #[test]
+    fn work_moves_to_a_worker_and_back() {
+        let srv = Server::start(&["--service-time", "0s"]);
+        let mut c = srv.connect();
+        // A probe (reactor), /work (worker) and a probe behind it, pipelined:
+        // answered in order.
+        write!(
+            c,
+            "GET /prequal/probe HTTP/1.1\r\n\r\nGET /work?iterations=0 HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n"
+        )
+        .unwrap();
+        let out = read_responses(&mut c, 3);
+        let rif = out.find("\"rif\":").unwrap();
+        let work = out.find("\"rif_at_arrival\":").unwrap();
+        let ok = out.rfind("\r\n\r\nok").unwrap();
+        assert!(rif < work && work < ok, "{out:?}");
+        assert_eq!(srv.app.conns.spawned(), 1);
+        // Idle for longer than a read wake, the worker parks it; whichever
+        // holds it, the next requests are served on the same connection.
+        thread::sleep(Duration::from_millis(700));
+        for path in ["/work?iterations=0", "/prequal/probe", "/work?iterations=0"] {
+            write!(c, "GET {path} HTTP/1.1\r\n\r\n").unwrap();
+            assert!(read_responses(&mut c, 1).starts_with("HTTP/1.1 200"));
+        }
+        // One worker, reused: never one per request.
+        assert_eq!(srv.app.conns.spawned(), 1);
+        assert_eq!(srv.app.conns.open(), 1);
+    }
+
+    #[test]
+    fn request_then_half_close_is_answered() {
+        let srv = Server::start(&[]);
+        let mut c = srv.connect();
+        write!(c, "GET /healthz HTTP/1.1\r\n\r\n").unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut out = Vec::new();
+        assert!(read_to_eof(&mut c, &mut out));
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            out.starts_with("HTTP/1.1 200") && out.ends_with("ok"),
+            "{out:?}"
+        );
+        wait_until("the connection to close", || srv.app.conns.open() == 0);
     }
 }

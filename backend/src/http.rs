@@ -111,12 +111,9 @@ pub struct Conn<S> {
 }
 
 impl<S: Read + Write> Conn<S> {
+    #[cfg(test)]
     pub fn new(stream: S) -> Conn<S> {
-        Conn {
-            stream,
-            buf: Vec::with_capacity(4096),
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-        }
+        Conn::from_parts(stream, Vec::with_capacity(4096))
     }
 
     pub fn with_request_timeout(mut self, timeout: Duration) -> Conn<S> {
@@ -126,6 +123,20 @@ impl<S: Read + Write> Conn<S> {
 
     pub fn stream(&mut self) -> &mut S {
         &mut self.stream
+    }
+
+    /// A connection whose first bytes were read elsewhere (the reactor).
+    pub fn from_parts(stream: S, buf: Vec<u8>) -> Conn<S> {
+        Conn {
+            stream,
+            buf,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+
+    /// The stream and the bytes read but not yet consumed.
+    pub fn into_parts(self) -> (S, Vec<u8>) {
+        (self.stream, self.buf)
     }
 
     /// Reads more bytes. Read timeouts on the stream surface as WouldBlock or
@@ -356,6 +367,28 @@ impl Conn<TcpStream> {
         let _ = self.stream.set_nonblocking(false);
         gone
     }
+}
+
+/// A complete request without a body at the front of `buf`, and the bytes
+/// it takes. None when it is incomplete, has (or announces) a body, expects
+/// 100-continue, or is anything a full read_request must judge (errors,
+/// blank lines before it, oversized headers): then the caller hands the
+/// bytes to read_request, which answers as it always has.
+pub fn parse_simple(buf: &[u8]) -> Option<(Request, usize)> {
+    if buf.first().is_none_or(|&b| b == b'\r' || b == b'\n') {
+        return None;
+    }
+    let (end, next) = find_header_end(buf, 0)?;
+    if end > MAX_HEADER_BYTES {
+        return None;
+    }
+    let req = parse_head(std::str::from_utf8(&buf[..end]).ok()?).ok()?;
+    let no_body = req.headers.iter().all(|(n, _)| {
+        !n.eq_ignore_ascii_case("content-length")
+            && !n.eq_ignore_ascii_case("transfer-encoding")
+            && !n.eq_ignore_ascii_case("expect")
+    });
+    no_body.then_some((req, next))
 }
 
 /// (end of the header text, start of the body): the header block ends at the

@@ -25,6 +25,8 @@ mod http;
 mod http_fuzz;
 mod json;
 mod load;
+#[cfg(target_os = "linux")]
+mod reactor;
 mod server;
 mod signals;
 

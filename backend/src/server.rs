@@ -8,10 +8,10 @@ use crate::dist::Rng;
 use crate::estimator::Estimator;
 use crate::gate::{Denied, Gate};
 use crate::hash;
-use crate::http::{write_response, Conn, HeaderValue, Request};
+use crate::http::{write_response, Conn, HeaderValue, ParseError, Request};
 use crate::json;
 use crate::load::Meter;
-use std::io::{ErrorKind, Read};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -426,10 +426,33 @@ impl App {
         est.record(rif_at_arrival, latency_ms, now);
     }
 
+    /// Whether the reactor thread may answer this request itself: cheap,
+    /// never blocks, has no body (see reactor.rs).
+    pub fn serves_inline(&self, req: &Request) -> bool {
+        (req.method == "GET" || req.method == "HEAD")
+            && match req.path() {
+                "/prequal/probe" => !matches!(self.cfg.probe_fault, ProbeFault::Timeout),
+                "/healthz" | "/health" | "/stats" => true,
+                _ => false,
+            }
+    }
+
     /// Serves one connection until it closes, errors, times out (request or
-    /// idle timeout) or shutdown. The caller counts the connection.
-    pub fn serve_conn(&self, stream: TcpStream) {
+    /// idle timeout) or shutdown. The caller counts the connection. `buf`
+    /// holds bytes already read from it, `pending` the rest of a response
+    /// to write first (then close if `close_after`). With `may_park`, a
+    /// connection idle for one read wake is returned instead, for the
+    /// reactor to hold without a thread.
+    pub fn serve_conn(
+        &self,
+        stream: TcpStream,
+        buf: Vec<u8>,
+        pending: &[u8],
+        close_after: bool,
+        may_park: bool,
+    ) -> Option<TcpStream> {
         let cfg = &self.cfg;
+        let _ = stream.set_nonblocking(false);
         let _ = stream.set_nodelay(true);
         // Reads wake up this often to notice shutdown and the deadlines; long
         // enough that hundreds of idle keep-alive connections cost next to
@@ -438,12 +461,23 @@ impl App {
         let _ = stream.set_read_timeout(Some(wake));
         // A client that stops reading must not pin this thread forever.
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        let mut conn = Conn::new(stream).with_request_timeout(cfg.request_timeout);
+        let mut conn = Conn::from_parts(stream, buf).with_request_timeout(cfg.request_timeout);
+        if !pending.is_empty() && (conn.stream().write_all(pending).is_err() || close_after) {
+            return None;
+        }
         let mut idle_since = Instant::now();
+        let mut park = false;
         loop {
-            let idle_stop = || self.shutting_down() || idle_since.elapsed() >= cfg.idle_timeout;
+            let idle_stop = || {
+                if self.shutting_down() || idle_since.elapsed() >= cfg.idle_timeout {
+                    return true;
+                }
+                park = may_park;
+                park
+            };
             let req = match conn.read_request(idle_stop) {
                 Ok(r) => r,
+                Err(ParseError::Closed) if park => return Some(conn.into_parts().0),
                 Err(e) => {
                     if let Some((status, msg)) = e.response() {
                         let _ = write_response(
@@ -484,6 +518,7 @@ impl App {
             }
             idle_since = Instant::now();
         }
+        None
     }
 }
 

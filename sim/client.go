@@ -14,6 +14,8 @@ import (
 type client struct {
 	replica, route int
 	policy         loadbalancer.Policy
+	feedback       loadbalancer.FeedbackUser // policy, when it reads response feedback
+	sync           loadbalancer.SyncPicker   // policy, when it probes synchronously
 	rng            *rand.Rand
 	// requests counts requests routed here since the world was built, and
 	// upstreamErrors the 504s the replica answered itself (the admin
@@ -251,7 +253,17 @@ func (w *World) send(ci int32, sent int64, u int32, counted bool) {
 	c := w.clients[ci]
 	c.requests++
 	w.rec.sent(counted)
+	if c.sync != nil {
+		w.syncPlan(ci, sent, u, counted)
+		return
+	}
 	tok, err := c.policy.Pick(w.wall(w.now), c.rng)
+	w.dispatchPick(ci, tok, err, sent, u, counted)
+}
+
+// dispatchPick sends a picked request on its way (or answers 503 when the
+// policy had no endpoint).
+func (w *World) dispatchPick(ci int32, tok loadbalancer.Picked, err error, sent int64, u int32, counted bool) {
 	if err != nil { // no endpoints: the ingress answers 503 itself
 		w.rec.done(counted, w.now, 0, 503, false)
 		if u >= 0 {
@@ -266,6 +278,105 @@ func (w *World) send(ci int32, sent int64, u int32, counted bool) {
 	*r = request{sent: sent, picked: w.now, tok: tok, client: ci, server: w.byAddr[tok.Endpoint], user: u, holds: 2, gen: gen, counted: counted}
 	w.q.push(event{at: w.now + w.net.draw(), kind: evReqAtServer, a: i})
 	w.deadline.add(w, i, gen, sent+min(w.upTO, w.rec.load.timeout))
+}
+
+// syncQuery is one query of a synchronous-probing policy waiting for its
+// probes' answers (loadbalancer.SyncPicker), as the ingress drives it:
+// PlanSync, probes on the wire, PickSync at `need` answers or the timeout.
+type syncQuery struct {
+	client  int32
+	user    int32
+	sent    int64
+	counted bool
+	done    bool
+	pending int // events still to come for it (probes, answers, timeout)
+	need    int
+	okCount int
+	answers []loadbalancer.SyncAnswer
+}
+
+func (w *World) syncPlan(ci int32, sent int64, u int32, counted bool) {
+	c := w.clients[ci]
+	now := w.wall(w.now)
+	w.due = c.sync.PlanSync(now, c.rng, w.due[:0])
+	need, timeout := c.sync.SyncWait()
+	var qi int32
+	if n := len(w.syncFree); n > 0 {
+		qi = w.syncFree[n-1]
+		w.syncFree = w.syncFree[:n-1]
+	} else {
+		w.syncs = append(w.syncs, syncQuery{})
+		qi = int32(len(w.syncs) - 1)
+	}
+	q := &w.syncs[qi]
+	*q = syncQuery{client: ci, user: u, sent: sent, counted: counted, need: min(need, len(w.due)),
+		pending: len(w.due) + 1, answers: q.answers[:0]}
+	for _, addr := range w.due {
+		si := w.byAddr[addr]
+		w.q.push(event{at: w.now + w.net.draw(), kind: evSyncProbeAtServer, a: qi, b: si, x: w.now})
+	}
+	w.q.push(event{at: w.now + int64(timeout), kind: evSyncTimeout, a: qi})
+	if q.need == 0 { // nothing to wait for (no endpoints)
+		w.syncFinish(qi, false)
+	}
+}
+
+// syncProbeAtServer answers a sync probe as probeAtServer answers an
+// async one; a failing probe answers "failed" (c = -1), a timed-out one
+// never answers (the query's timeout covers it).
+func (w *World) syncProbeAtServer(qi, si int32, sent int64) {
+	s := w.servers[si]
+	back := w.now + w.net.draw()
+	switch s.probeFault {
+	case faultNone:
+		rif, lat := w.probeAnswer(s)
+		w.q.push(event{at: back, kind: evSyncReply, a: qi, b: si, c: rif, x: lat})
+	case probeFaultTimeout:
+		w.syncRelease(qi)
+	default:
+		w.q.push(event{at: back, kind: evSyncReply, a: qi, b: si, c: -1})
+	}
+}
+
+func (w *World) syncReply(qi, si, rif int32, lat int64) {
+	q := &w.syncs[qi]
+	if !q.done {
+		a := loadbalancer.SyncAnswer{Endpoint: w.servers[si].addr, OK: rif >= 0}
+		if a.OK {
+			a.Reply = w.probeReply(si, rif, lat)
+			q.okCount++
+		}
+		q.answers = append(q.answers, a)
+	}
+	if !q.done && q.okCount >= q.need {
+		w.syncFinish(qi, false)
+	}
+	w.syncRelease(qi)
+}
+
+// syncFinish picks from the answers so far and sends the request; timer is
+// true when the timeout event calls it (which releases its hold).
+func (w *World) syncFinish(qi int32, timer bool) {
+	q := &w.syncs[qi]
+	if !q.done {
+		q.done = true
+		c := w.clients[q.client]
+		tok, err := c.sync.PickSync(w.wall(w.now), c.rng, q.answers)
+		w.dispatchPick(q.client, tok, err, q.sent, q.user, q.counted)
+	}
+	if timer {
+		w.syncRelease(qi)
+	}
+}
+
+// syncRelease drops one pending event of query qi and frees it when none
+// is left.
+func (w *World) syncRelease(qi int32) {
+	q := &w.syncs[qi]
+	q.pending--
+	if q.pending == 0 {
+		w.syncFree = append(w.syncFree, qi)
+	}
 }
 
 // sendProbes sends the probes policy ci owes now.
@@ -295,6 +406,10 @@ func (w *World) respAtClient(i int32) {
 	}
 	r.settled = true
 	c := w.clients[r.client]
+	if c.feedback != nil { // the backend's X-Prequal-Queue and X-Prequal-Service-Us
+		c.feedback.ServerFeedback(w.wall(w.now), r.tok, loadbalancer.ServerFeedback{
+			Known: true, QueueSize: int(r.queueAt), ServiceTime: time.Duration(r.svc)})
+	}
 	c.policy.Done(w.wall(w.now), r.tok, time.Duration(w.now-r.picked), int(r.status))
 	w.rec.done(r.counted, w.now, w.now-r.sent, int(r.status), false)
 	u := r.user

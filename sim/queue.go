@@ -4,20 +4,23 @@ package sim
 type eventKind uint8
 
 const (
-	evSend          eventKind = iota // the next open-loop send is due
-	evUserSend                       // closed-loop user a sends
-	evReqAtServer                    // request a reaches its server
-	evServiceDone                    // request a finishes service
-	evRespAtClient                   // the answer to request a reaches its client
-	evDeadline                       // the oldest outstanding requests may have timed out
-	evProbeAtServer                  // probe from policy a reaches server b (sent at x)
-	evProbeReply                     // probe answer reaches policy a: server b, RIF c, latency x (-1 unknown)
-	evProbeFail                      // probe from policy a to server b failed; c is the outcome
-	evIdleTick                       // policy a's idle-probe ticker
-	evCapacity                       // server a's antagonist schedule may change its capacity
-	evSecond                         // a whole second has passed (x = 1: of the warmup)
-	evWindowStart                    // the measured window starts
-	evWindowEnd                      // the measured window has ended
+	evSend              eventKind = iota // the next open-loop send is due
+	evUserSend                           // closed-loop user a sends
+	evReqAtServer                        // request a reaches its server
+	evServiceDone                        // request a finishes service
+	evRespAtClient                       // the answer to request a reaches its client
+	evDeadline                           // the oldest outstanding requests may have timed out
+	evProbeAtServer                      // probe from policy a reaches server b (sent at x)
+	evProbeReply                         // probe answer reaches policy a: server b, RIF c, latency x (-1 unknown)
+	evProbeFail                          // probe from policy a to server b failed; c is the outcome
+	evIdleTick                           // policy a's idle-probe ticker
+	evCapacity                           // server a's antagonist schedule may change its capacity
+	evSecond                             // a whole second has passed (x = 1: of the warmup)
+	evWindowStart                        // the measured window starts
+	evWindowEnd                          // the measured window has ended
+	evSyncProbeAtServer                  // sync probe of query a reaches server b (sent at x)
+	evSyncReply                          // sync answer for query a from server b: RIF c, latency x (-1 unknown; c = -1 failed)
+	evSyncTimeout                        // query a's wait for sync answers ends
 )
 
 // event is one scheduled happening. Events at the same instant fire in the

@@ -115,6 +115,7 @@ type server struct {
 	inService, rif int
 	queue          ring // request indexes waiting, oldest first
 	served, reject uint64
+	meter          loadMeter // the probe's load report (qps, eps, utilization)
 }
 
 func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRound time.Duration, seed uint64) (*server, error) {

@@ -89,7 +89,11 @@ type World struct {
 	rec    *recorder
 	users  []user
 	events uint64
-	due    []string // scratch for ProbesDue
+	due    []string // scratch for ProbesDue and PlanSync
+	// syncs are the queries of a synchronous-probing policy waiting for
+	// answers; syncFree the free slots.
+	syncs    []syncQuery
+	syncFree []int32
 }
 
 // New builds a world at virtual time 0: every replica idle, every policy
@@ -153,10 +157,21 @@ func New(cfg Config) (*World, error) {
 			}
 			p.SetEndpoints(epoch, routeAddrs[ri])
 			ci := int32(len(w.clients))
-			w.clients = append(w.clients, &client{
+			cl := &client{
 				replica: c, route: ri, policy: p,
 				rng: rand.New(rand.NewPCG(cfg.Seed+1000+uint64(c), uint64(ri))),
-			})
+			}
+			// Drive what the policy declares, as the ingress does.
+			if cp, ok := p.(loadbalancer.Capable); ok {
+				caps := cp.Caps()
+				if fu, ok := p.(loadbalancer.FeedbackUser); ok && caps.Feedback {
+					cl.feedback = fu
+				}
+				if sp, ok := p.(loadbalancer.SyncPicker); ok && caps.Sync {
+					cl.sync = sp
+				}
+			}
+			w.clients = append(w.clients, cl)
 			if tick > 0 {
 				w.q.push(event{at: int64(phase.Float64() * float64(tick)), kind: evIdleTick, a: ci, x: tick})
 			}
@@ -217,11 +232,7 @@ func (w *World) step() {
 		w.probeAtServer(e.a, e.b, e.x)
 	case evProbeReply:
 		c := w.clients[e.a]
-		r := loadbalancer.ProbeReply{RIF: int(e.c), Latency: time.Duration(e.x), LatencyKnown: e.x >= 0}
-		if !r.LatencyKnown {
-			r.Latency = 0
-		}
-		c.policy.ProbeResult(w.wall(w.now), w.servers[e.b].addr, r)
+		c.policy.ProbeResult(w.wall(w.now), w.servers[e.b].addr, w.probeReply(e.b, e.c, e.x))
 	case evProbeFail:
 		w.clients[e.a].policy.ProbeFailed(w.wall(w.now), w.servers[e.b].addr, probeOutcomes[e.c])
 	case evIdleTick:
@@ -239,6 +250,12 @@ func (w *World) step() {
 		if f := w.rec.load.l.OnWindowStart; f != nil {
 			f()
 		}
+	case evSyncProbeAtServer:
+		w.syncProbeAtServer(e.a, e.b, e.x)
+	case evSyncReply:
+		w.syncReply(e.a, e.b, e.c, e.x)
+	case evSyncTimeout:
+		w.syncFinish(e.a, true)
 	case evWindowEnd:
 		w.rec.windowShut = true
 		if f := w.rec.load.l.OnWindowEnd; f != nil {
@@ -254,6 +271,9 @@ type request struct {
 	arrived int64
 	tok     loadbalancer.Picked
 	rifAt   uint64
+	started int64 // service start (the server's X-Prequal-Service-Us counts from here)
+	svc     int64 // the answer's service time, queueing excluded (0 when never served)
+	queueAt int32 // the server's queue length when it answered (X-Prequal-Queue)
 	client  int32
 	server  int32
 	user    int32 // closed-loop user, or -1
@@ -305,9 +325,11 @@ func (w *World) reqAtServer(i int32) {
 	r.arrived = w.now
 	r.rifAt = uint64(s.rif)
 	s.rif++
+	s.meter.advance(w.now, s.inService, s.capacity)
 	switch s.arrive(i) {
 	case admitServe:
 		r.where = wServing
+		r.started = w.now
 		w.q.push(event{at: w.now + s.serviceTime(), kind: evServiceDone, a: i})
 	case admitQueued:
 		r.where = wQueued
@@ -331,6 +353,14 @@ func (w *World) reqAtServer(i int32) {
 func (w *World) answer(i int32, status int32) {
 	r := &w.reqs[i]
 	r.status = status
+	s := w.servers[r.server]
+	s.meter.advance(w.now, s.inService, s.capacity)
+	s.meter.answered(w.now, status)
+	r.queueAt = int32(s.queue.len())
+	r.svc = 0
+	if status == 200 {
+		r.svc = w.now - r.started
+	}
 	if r.settled {
 		w.release(i)
 		return
@@ -343,6 +373,7 @@ func (w *World) answer(i int32, status int32) {
 func (w *World) serviceDone(i int32) {
 	r := &w.reqs[i]
 	s := w.servers[r.server]
+	s.meter.advance(w.now, s.inService, s.capacity)
 	s.inService--
 	s.served++
 	s.est.Record(r.rifAt, float64(w.now-r.arrived)/1e6, w.now)
@@ -353,12 +384,14 @@ func (w *World) serviceDone(i int32) {
 }
 
 func (w *World) dispatch(s *server) {
+	s.meter.advance(w.now, s.inService, s.capacity)
 	for {
 		j := s.next()
 		if j < 0 {
 			return
 		}
 		w.reqs[j].where = wServing
+		w.reqs[j].started = w.now
 		w.q.push(event{at: w.now + s.serviceTime(), kind: evServiceDone, a: j})
 	}
 }
@@ -366,6 +399,7 @@ func (w *World) dispatch(s *server) {
 // capacityChange applies the antagonist schedule of server si.
 func (w *World) capacityChange(si int32) {
 	s := w.servers[si]
+	s.meter.advance(w.now, s.inService, s.capacity)
 	s.capacity = s.capacityAt(w.now)
 	w.dispatch(s)
 	if next := s.nextCapacityChange(w.now); next < maxTime {
@@ -397,6 +431,13 @@ func (w *World) probeAtServer(ci, si int32, sent int64) {
 		w.q.push(event{at: back, kind: evProbeFail, a: ci, b: si, c: int32(s.probeFault)})
 		return
 	}
+	rif, lat := w.probeAnswer(s)
+	w.q.push(event{at: back, kind: evProbeReply, a: ci, b: si, c: rif, x: lat})
+}
+
+// probeAnswer is server s's probe answer now: its RIF and latency estimate
+// (ns, -1 unknown).
+func (w *World) probeAnswer(s *server) (int32, int64) {
 	est := s.est.Estimate(uint64(s.rif), w.now)
 	lat := int64(-1)
 	if est.Known {
@@ -405,7 +446,21 @@ func (w *World) probeAtServer(ci, si int32, sent int64) {
 		ms := float64(int64(est.MedianMS*1000+0.5)) / 1000
 		lat = int64(ms * float64(time.Millisecond))
 	}
-	w.q.push(event{at: back, kind: evProbeReply, a: ci, b: si, c: int32(s.rif), x: lat})
+	return int32(s.rif), lat
+}
+
+// probeReply is the answer of server si with RIF rif and latency lat (ns,
+// -1 unknown). The load report is read when the answer arrives rather
+// than when the server wrote it: one network delay later, over a window
+// of a second.
+func (w *World) probeReply(si, rif int32, lat int64) loadbalancer.ProbeReply {
+	r := loadbalancer.ProbeReply{RIF: int(rif), Latency: time.Duration(lat), LatencyKnown: lat >= 0}
+	if !r.LatencyKnown {
+		r.Latency = 0
+	}
+	s := w.servers[si]
+	r.QPS, r.EPS, r.Utilization, r.LoadKnown = s.meter.report(w.now, s.inService, s.capacity)
+	return r
 }
 
 // Run offers l to the world from its current virtual time, waits (in

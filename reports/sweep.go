@@ -173,7 +173,11 @@ func writeSweeps(w io.Writer, ds *dataset, a *Analysis, plots []string) {
 	keys := sweepMetricKeys(ds)
 	for i, s := range a.Sweeps {
 		fmt.Fprintf(w, "### %s of %s\n\n", s.Parameter, s.Algorithm)
-		header := []string{s.Parameter, "algorithm", "valid runs"}
+		runsLabel := "valid runs"
+		if !ds.v2() {
+			runsLabel = "runs" // v1 has no validity, as in the headline
+		}
+		header := []string{s.Parameter, "algorithm", runsLabel}
 		for _, k := range keys {
 			m := metricByKey(k)
 			header = append(header, fmt.Sprintf("%s (%s)", m.Label, m.Unit))

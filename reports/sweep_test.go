@@ -180,3 +180,21 @@ func keys(m map[string][]byte) []string {
 	}
 	return out
 }
+
+// Schema v1 artifacts have throughput, not goodput, and no validity: the
+// sweep's table and plot follow the headline.
+func TestRender_SweepOfSchemaV1(t *testing.T) {
+	spec := sweepSpec(3)
+	spec.SchemaV1 = true
+	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(files[artifacts.ReportFile])
+	if !regexp.MustCompile(`\| qrif \| algorithm +\| runs \| +throughput \(req/s\) \|`).MatchString(md) {
+		t.Errorf("v1 sweep table header wrong:\n%s", md[strings.Index(md, "## Sweeps"):])
+	}
+	if !strings.Contains(string(files["plots/sweep-1-qrif.svg"]), ">throughput (req/s)<") {
+		t.Error("v1 sweep plot lacks the throughput panel")
+	}
+}

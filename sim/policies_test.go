@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -86,4 +87,61 @@ func TestLoadMeter_RatesAndUtilization(t *testing.T) {
 	if qps != 0 || util != 0 {
 		t.Fatalf("idle second later: qps %.2f util %.3f", qps, util)
 	}
+}
+
+// TestWorld_NewPoliciesShiftOffAReplicaThatSlows: 4 equal replicas; at 3 s
+// one loses 3 of its 4 slots for good, so its queue grows, its reported
+// utilization rises and its answers slow down. Every policy of issue 14
+// must send it a smaller share after the drop than before (wrr through
+// its weights, c3 through the queue feedback, yarp-po2c through polled
+// RIF, the pool policies and prequal-sync through probes, ewma through
+// latency).
+func TestWorld_NewPoliciesShiftOffAReplicaThatSlows(t *testing.T) {
+	for _, alg := range []string{"wrr{blackout=1s}", "yarp-po2c", "linear", "c3", "prequal-sync", "ewma"} {
+		cfg := Config{
+			Seed: 11, Clients: 2, Algorithm: alg, Policy: loadbalancer.DefaultConfig(), Network: DefaultNetwork,
+			Routes: []Route{{Name: "work", Groups: []Group{
+				{Name: "ok", Replicas: 3, Mode: "io", ServiceTime: 20 * time.Millisecond, Distribution: "normal", Concurrency: 4, QueueLimit: 1024},
+				{Name: "victim", Replicas: 1, Mode: "io", ServiceTime: 20 * time.Millisecond, Distribution: "normal", Concurrency: 4, QueueLimit: 1024,
+					Antagonists: []Antagonist{{At: 3 * time.Second, For: time.Hour, Capacity: 1}}},
+			}}},
+		}
+		w, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		victimShare := func(d time.Duration) float64 {
+			before := victimPicks(w)
+			l := Load{Open: []Phase{{Kind: KindConstant, Duration: d, Rate: 400}}, Timeout: 10 * time.Second, Targets: evenTargets(2), Seed: 5}
+			if _, err := w.Run(context.Background(), l); err != nil {
+				t.Fatal(err)
+			}
+			after := victimPicks(w)
+			return float64(after[0]-before[0]) / float64(after[1]-before[1])
+		}
+		pre := victimShare(3 * time.Second)  // 0-3 s: equal replicas
+		_ = victimShare(time.Second)         // 3-4 s: the drop settles in
+		post := victimShare(4 * time.Second) // 4-8 s
+		t.Logf("%s: victim's share %.3f before the drop, %.3f after", alg, pre, post)
+		if !(post < 0.7*pre) {
+			t.Errorf("%s: the slowed replica's share went %.3f -> %.3f, want it well down", alg, pre, post)
+		}
+	}
+}
+
+// victimPicks returns the picks of the "victim" group and of all, summed
+// over every client.
+func victimPicks(w *World) [2]uint64 {
+	var v [2]uint64
+	for _, c := range w.Snapshot() {
+		for _, r := range c.Routes {
+			for _, e := range r.Stats.Endpoints {
+				v[1] += e.Picks
+				if strings.HasPrefix(e.Address, "victim-") {
+					v[0] += e.Picks
+				}
+			}
+		}
+	}
+	return v
 }

@@ -84,6 +84,8 @@ func (c *c3) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		return Picked{}, ErrNoEndpoints
 	}
 	c.see(now)
+	// One pass finds the lowest healthy score and how many tie for it;
+	// one draw then chooses among the ties.
 	best, ties, averseBetter := -1, 0, false
 	bestScore := math.Inf(1)
 	for i, sc := range c.scores {
@@ -96,11 +98,8 @@ func (c *c3) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		}
 		if sc < bestScore {
 			best, bestScore, ties = i, sc, 1
-			continue
-		}
-		ties++
-		if rng.IntN(ties) == 0 {
-			best = i
+		} else {
+			ties++
 		}
 	}
 	if best < 0 { // every endpoint averse: the rule over all of them
@@ -109,8 +108,22 @@ func (c *c3) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 				best, bestScore = i, sc
 			}
 		}
-	} else if averseBetter {
-		c.aversions++
+	} else {
+		if averseBetter {
+			c.aversions++
+		}
+		if ties > 1 {
+			k := rng.IntN(ties)
+			for i := best; ; i++ {
+				if c.scores[i] == bestScore && !c.averse(i) {
+					if k == 0 {
+						best = i
+						break
+					}
+					k--
+				}
+			}
+		}
 	}
 	pk := c.pick(best)
 	c.rescore(best)

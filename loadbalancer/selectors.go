@@ -29,9 +29,23 @@ func (hcl) worst(p *prequal, thr int32) int                          { return p.
 // unknown-latency replica already explored by a request in flight just
 // before those (the same last resorts as HCL).
 type scored struct {
-	// score returns the entry's score; meanLat is the mean known latency
-	// in the pool (nanoseconds, 0 when none is known).
-	score func(e *probeEntry, meanLat float64) float64
+	// weight is the RIF coefficient of score = weight·RIF + latency/ℓ̄;
+	// rifOnly drops the latency term.
+	weight  float64
+	rifOnly bool
+}
+
+// score is the entry's score; meanLat is the mean known latency in the
+// pool (nanoseconds, 0 when none is known).
+func (s scored) score(e *probeEntry, meanLat float64) float64 {
+	if s.rifOnly {
+		return float64(e.rif)
+	}
+	lat := 1.0
+	if e.known && meanLat > 0 {
+		lat = float64(e.latency) / meanLat
+	}
+	return s.weight*float64(e.rif) + lat
 }
 
 // rank is the (tier, score) of an entry; tiers: 0 usable, 1 exploring,
@@ -61,7 +75,12 @@ func meanKnownLatency(pool []probeEntry) float64 {
 }
 
 func (s scored) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) {
-	mean := meanKnownLatency(p.pool)
+	mean := 0.0
+	if !s.rifOnly {
+		mean = meanKnownLatency(p.pool)
+	}
+	// One pass finds the best (tier, score) and how many tie for it; one
+	// draw then chooses among the ties.
 	best, bestTier, bestScore, ties, averse := -1, 0, 0.0, 0, false
 	for i := range p.pool {
 		t, sc := s.rank(p, &p.pool[i], mean)
@@ -71,8 +90,17 @@ func (s scored) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) {
 			best, bestTier, bestScore, ties = i, t, sc, 1
 		case t == bestTier && sc == bestScore:
 			ties++
-			if rng.IntN(ties) == 0 { // reservoir: uniform among ties
-				best = i
+		}
+	}
+	if ties > 1 {
+		k := rng.IntN(ties)
+		for i := best; ; i++ {
+			if t, sc := s.rank(p, &p.pool[i], mean); t == bestTier && sc == bestScore {
+				if k == 0 {
+					best = i
+					break
+				}
+				k--
 			}
 		}
 	}
@@ -83,7 +111,10 @@ func (s scored) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) {
 }
 
 func (s scored) worst(p *prequal, _ int32) int {
-	mean := meanKnownLatency(p.pool)
+	mean := 0.0
+	if !s.rifOnly {
+		mean = meanKnownLatency(p.pool)
+	}
 	w, wScore := -1, math.Inf(-1)
 	for i := range p.pool {
 		if sc := s.score(&p.pool[i], mean); w < 0 || sc > wScore {
@@ -95,9 +126,7 @@ func (s scored) worst(p *prequal, _ int32) int {
 
 // rifOnly ranks by reported RIF (compensated), ignoring latency: the
 // paper's RIF-only rule (App. A).
-func rifOnly() selector {
-	return scored{score: func(e *probeEntry, _ float64) float64 { return float64(e.rif) }}
-}
+func rifOnly() selector { return scored{rifOnly: true} }
 
 // linearRule is the paper's "Linear" comparison (App. A; Fig. 7): a linear
 // combination of RIF and latency, lowest wins. The paper does not give its
@@ -105,12 +134,4 @@ func rifOnly() selector {
 // known latency in the pool, so weight is unit-free: the number of
 // requests in flight that cost as much as one mean latency (weight 0 is
 // latency-only, a large weight RIF-only). An unknown latency counts as ℓ̄.
-func linearRule(weight float64) selector {
-	return scored{score: func(e *probeEntry, meanLat float64) float64 {
-		lat := 1.0
-		if e.known && meanLat > 0 {
-			lat = float64(e.latency) / meanLat
-		}
-		return weight*float64(e.rif) + lat
-	}}
-}
+func linearRule(weight float64) selector { return scored{weight: weight} }

@@ -1,20 +1,22 @@
 // Package prober carries out probe plans: it sends GET /prequal/probe to
-// backends from a bounded pool of workers over its own connection pool, and
-// hands each answer or failure reason back to whoever asked.
+// backends from a bounded pool of workers over its own keep-alive
+// connections, and hands each answer or failure reason back to whoever
+// asked.
 //
 // Enqueue never blocks, so the request path can plan probes under its route
 // lock and hand them over cheaply; a full queue is reported as a drop.
+//
+// A probe is cheap: the worker that takes it writes a request prepared once
+// per endpoint on an idle connection to that endpoint (or dials one), reads
+// the answer into the connection's own buffer and parses it in place, with
+// deadlines for the timeout. No goroutine is started per probe and the
+// exchange does not allocate.
 package prober
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -23,9 +25,6 @@ import (
 
 // Path is the probe endpoint of a backend.
 const Path = "/prequal/probe"
-
-// maxBody caps how much of a probe answer is read; a real answer is ~100 B.
-const maxBody = 4 << 10
 
 // Target receives the outcome of a probe it asked for. It is called from a
 // worker goroutine.
@@ -61,13 +60,19 @@ type Config struct {
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// IdleTimeout closes a connection unused this long; default 30s (the
+	// backend keeps idle connections 120s).
+	IdleTimeout time.Duration
+	// MaxIdlePerEndpoint bounds the idle connections kept per endpoint;
+	// default Workers, as many as can probe one endpoint at once.
+	MaxIdlePerEndpoint int
 }
 
 // Prober is a bounded worker pool sending probes.
 type Prober struct {
-	cfg    Config
-	queue  chan Job
-	client *http.Client
+	cfg   Config
+	queue chan Job
+	conns pool
 }
 
 // New builds a Prober; call Run to start its workers.
@@ -84,9 +89,15 @@ func New(cfg Config) (*Prober, error) {
 	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = 5 * time.Second
 	}
-	if cfg.Workers < 0 || cfg.QueueSize < 0 || cfg.Timeout < 0 || cfg.StaleAfter < 0 {
-		return nil, fmt.Errorf("prober: workers (%d), queue size (%d), timeout (%v) and stale-after (%v) must not be negative",
-			cfg.Workers, cfg.QueueSize, cfg.Timeout, cfg.StaleAfter)
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 30 * time.Second
+	}
+	if cfg.MaxIdlePerEndpoint == 0 {
+		cfg.MaxIdlePerEndpoint = cfg.Workers
+	}
+	if cfg.Workers < 0 || cfg.QueueSize < 0 || cfg.Timeout < 0 || cfg.StaleAfter < 0 || cfg.IdleTimeout < 0 || cfg.MaxIdlePerEndpoint < 0 {
+		return nil, fmt.Errorf("prober: workers (%d), queue size (%d), timeout (%v), stale-after (%v), idle timeout (%v) and idle connections per endpoint (%d) must not be negative",
+			cfg.Workers, cfg.QueueSize, cfg.Timeout, cfg.StaleAfter, cfg.IdleTimeout, cfg.MaxIdlePerEndpoint)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -94,16 +105,9 @@ func New(cfg Config) (*Prober, error) {
 	if cfg.DialContext == nil {
 		cfg.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	// Its own transport, so probes never wait behind proxied requests for a
-	// connection and keep their connections alive between probes.
-	tr := &http.Transport{
-		DialContext:         cfg.DialContext,
-		MaxIdleConns:        cfg.Workers * 64,
-		MaxIdleConnsPerHost: cfg.Workers,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	return &Prober{cfg: cfg, queue: make(chan Job, cfg.QueueSize), client: &http.Client{Transport: tr}}, nil
+	p := &Prober{cfg: cfg, queue: make(chan Job, cfg.QueueSize)}
+	p.conns = pool{maxIdle: cfg.MaxIdlePerEndpoint, idleTimeout: cfg.IdleTimeout, eps: map[string]*endpointConns{}}
+	return p, nil
 }
 
 // Enqueue hands a probe to the workers without blocking. It reports false
@@ -120,8 +124,10 @@ func (p *Prober) Enqueue(j Job) bool {
 // QueueDepth is the number of probes waiting for a worker.
 func (p *Prober) QueueDepth() int { return len(p.queue) }
 
-// Run runs the workers until ctx ends. Probes still queued then are dropped
-// without being reported.
+// Run runs the workers until ctx ends, and closes connections idle longer
+// than the idle timeout meanwhile. Probes still queued then are dropped
+// without being reported; a probe in flight ends by its deadline. Every
+// idle connection is closed when Run returns.
 func (p *Prober) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range p.cfg.Workers {
@@ -138,15 +144,28 @@ func (p *Prober) Run(ctx context.Context) {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(p.cfg.IdleTimeout / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				p.conns.closeIdle(now)
+			}
+		}
+	}()
 	wg.Wait()
-	p.client.CloseIdleConnections()
+	p.conns.close()
 }
 
-// Probe sends one probe and classifies the outcome.
+// Probe sends one probe and classifies the outcome. Any failure to connect,
+// to send or to read an HTTP/1.x answer in time is ProbeTimeout.
 func (p *Prober) Probe(ctx context.Context, endpoint string) Result {
 	start := p.cfg.Now()
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
 	res := p.probe(ctx, endpoint)
 	res.Received = p.cfg.Now()
 	res.Duration = res.Received.Sub(start)
@@ -154,100 +173,57 @@ func (p *Prober) Probe(ctx context.Context, endpoint string) Result {
 }
 
 func (p *Prober) probe(ctx context.Context, endpoint string) Result {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+Path, nil)
-	if err != nil {
-		return Result{Outcome: loadbalancer.ProbeMalformed}
+	deadline := time.Now().Add(p.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	resp, err := p.client.Do(req)
-	if err != nil {
+	if ctx.Err() != nil {
 		return Result{Outcome: loadbalancer.ProbeTimeout}
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	for attempt := 0; ; attempt++ {
+		// A retry dials: the older idle connections are likelier closed.
+		c, req := p.conns.get(endpoint, attempt == 0)
+		reused := c != nil
+		if c == nil {
+			var err error
+			if c, err = p.dial(ctx, endpoint, deadline); err != nil {
+				return Result{Outcome: loadbalancer.ProbeTimeout}
+			}
+		}
+		r, err := c.roundTrip(req, deadline)
+		// An idle connection the backend has closed meanwhile fails before
+		// any answer: try once more on a new one, as net/http does.
+		if err == errNoAnswer && reused && attempt == 0 {
+			c.close()
+			continue
+		}
+		out := Result{Outcome: loadbalancer.ProbeTimeout}
+		switch {
+		case err == errBodyTooBig && r.status == 200:
+			out.Outcome = loadbalancer.ProbeMalformed
+		case err == errBodyTooBig:
+			out.Outcome = loadbalancer.ProbeStatus
+		case err != nil:
+		case r.status != 200:
+			out.Outcome = loadbalancer.ProbeStatus
+		default:
+			out.Reply, out.Outcome = ParseReply(r.body, p.cfg.Now(), p.cfg.StaleAfter)
+		}
+		if err == nil && r.keepAlive {
+			p.conns.put(endpoint, c)
+		} else {
+			c.close()
+		}
+		return out
+	}
+}
+
+func (p *Prober) dial(ctx context.Context, endpoint string, deadline time.Time) (*conn, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := p.cfg.DialContext(ctx, "tcp", endpoint)
 	if err != nil {
-		return Result{Outcome: loadbalancer.ProbeTimeout}
+		return nil, err
 	}
-	// Drain a little more so the connection can be reused.
-	_, _ = io.CopyN(io.Discard, resp.Body, maxBody)
-	if resp.StatusCode != http.StatusOK {
-		return Result{Outcome: loadbalancer.ProbeStatus}
-	}
-	if len(body) > maxBody {
-		return Result{Outcome: loadbalancer.ProbeMalformed}
-	}
-	reply, outcome := ParseReply(body, p.cfg.Now(), p.cfg.StaleAfter)
-	return Result{Outcome: outcome, Reply: reply}
-}
-
-// wireReply is the backend's probe JSON. Pointers tell absent from zero.
-type wireReply struct {
-	RIF         *json.Number `json:"rif"`
-	LatencyMS   *float64     `json:"latency_median_ms"`
-	TimestampMS *uint64      `json:"timestamp_ms"`
-	Samples     *int64       `json:"samples"`
-}
-
-// errMalformed is wrapped by ParseReply's detailed errors.
-var errMalformed = errors.New("malformed probe reply")
-
-// ParseReply decodes a probe answer received at now. It returns ProbeOK with
-// the reply, ProbeMalformed for an invalid body, or ProbeStale when the
-// backend's timestamp differs from now by more than staleAfter. A missing or
-// zero timestamp (older backends) skips the staleness check; the pool ages
-// probes from local receipt time either way.
-func ParseReply(body []byte, now time.Time, staleAfter time.Duration) (loadbalancer.ProbeReply, loadbalancer.ProbeOutcome) {
-	r, err := decodeReply(body)
-	if err != nil {
-		return loadbalancer.ProbeReply{}, loadbalancer.ProbeMalformed
-	}
-	if r.TimestampMS != nil && *r.TimestampMS != 0 {
-		const maxMS = 1 << 53 // beyond this a float/int conversion would lie
-		if *r.TimestampMS > maxMS {
-			return loadbalancer.ProbeReply{}, loadbalancer.ProbeMalformed
-		}
-		skew := now.Sub(time.UnixMilli(int64(*r.TimestampMS)))
-		if skew < 0 {
-			skew = -skew
-		}
-		if skew > staleAfter {
-			return loadbalancer.ProbeReply{}, loadbalancer.ProbeStale
-		}
-	}
-	rif, _ := r.RIF.Int64()
-	out := loadbalancer.ProbeReply{RIF: int(rif)}
-	if r.LatencyMS != nil {
-		out.LatencyKnown = true
-		out.Latency = time.Duration(*r.LatencyMS * float64(time.Millisecond))
-	}
-	return out, loadbalancer.ProbeOK
-}
-
-func decodeReply(body []byte) (wireReply, error) {
-	var r wireReply
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("%w: %v", errMalformed, err)
-	}
-	if dec.More() {
-		return r, fmt.Errorf("%w: trailing data", errMalformed)
-	}
-	if r.RIF == nil {
-		return r, fmt.Errorf("%w: rif missing", errMalformed)
-	}
-	rif, err := r.RIF.Int64()
-	const maxRIF = 1 << 31
-	if err != nil || rif < 0 || rif > maxRIF {
-		return r, fmt.Errorf("%w: rif %q is not an integer in [0, %d]", errMalformed, r.RIF.String(), maxRIF)
-	}
-	if r.LatencyMS != nil {
-		const maxLatencyMS = 24 * 3600 * 1000 // a day; anything above is nonsense
-		if !(*r.LatencyMS >= 0 && *r.LatencyMS <= maxLatencyMS) {
-			return r, fmt.Errorf("%w: latency_median_ms %v out of range", errMalformed, *r.LatencyMS)
-		}
-	}
-	if r.Samples != nil && *r.Samples < 0 {
-		return r, fmt.Errorf("%w: samples %d is negative", errMalformed, *r.Samples)
-	}
-	return r, nil
+	return &conn{nc: nc, buf: make([]byte, 1024)}, nil
 }

@@ -1,0 +1,167 @@
+package prober
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// errNoAnswer is a connection that failed before a byte of answer came
+// back: closed by the peer, reset, or unwritable.
+var errNoAnswer = errors.New("prober: connection closed before an answer")
+
+// conn is one keep-alive connection to a backend with its read buffer.
+type conn struct {
+	nc   net.Conn
+	buf  []byte
+	idle time.Time // when it was last put back
+}
+
+func (c *conn) close() { _ = c.nc.Close() }
+
+// roundTrip writes req and reads one answer by deadline. The answer's body
+// points into c.buf and is valid until the next roundTrip.
+func (c *conn) roundTrip(req []byte, deadline time.Time) (response, error) {
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return response{}, errNoAnswer
+	}
+	if _, err := c.nc.Write(req); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return response{}, err
+		}
+		return response{}, errNoAnswer
+	}
+	n := 0
+	for {
+		if n == len(c.buf) {
+			if n >= maxRaw {
+				return response{}, errHeaderTooBig
+			}
+			c.buf = append(c.buf, make([]byte, min(n, maxRaw-n))...)
+		}
+		m, err := c.nc.Read(c.buf[n:])
+		n += m
+		eof := err == io.EOF
+		if err != nil && !eof {
+			if n == 0 && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return response{}, errNoAnswer // reset
+			}
+			return response{}, err
+		}
+		if eof && n == 0 {
+			return response{}, errNoAnswer
+		}
+		r, err := parseResponse(c.buf[:n], eof)
+		if err == errIncomplete {
+			continue
+		}
+		if err == nil && r.end != n {
+			r.keepAlive = false // bytes past the answer: out of step
+		}
+		return r, err
+	}
+}
+
+// pool keeps idle connections per endpoint, most recently used last.
+type pool struct {
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu     sync.Mutex
+	eps    map[string]*endpointConns
+	closed bool
+}
+
+type endpointConns struct {
+	req  []byte // the probe request for this endpoint, built once
+	idle []*conn
+	used time.Time // when a connection was last taken or put back
+}
+
+// get returns an idle connection to endpoint if idle is set and one is
+// there, else nil, and the request to send it.
+func (p *pool) get(endpoint string, idle bool) (*conn, []byte) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.eps[endpoint]
+	if e == nil {
+		e = &endpointConns{req: []byte("GET " + Path + " HTTP/1.1\r\nHost: " + endpoint + "\r\nUser-Agent: prequalbench-prober\r\n\r\n")}
+		p.eps[endpoint] = e
+	}
+	e.used = now
+	for idle && len(e.idle) > 0 {
+		c := e.idle[len(e.idle)-1]
+		e.idle[len(e.idle)-1] = nil
+		e.idle = e.idle[:len(e.idle)-1]
+		if now.Sub(c.idle) < p.idleTimeout {
+			return c, e.req
+		}
+		c.close()
+	}
+	return nil, e.req
+}
+
+// put keeps c for reuse, or closes it when the pool is full or closed.
+func (p *pool) put(endpoint string, c *conn) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.eps[endpoint]
+	if p.closed || e == nil || len(e.idle) >= p.maxIdle {
+		c.close()
+		return
+	}
+	c.idle, e.used = now, now
+	e.idle = append(e.idle, c)
+}
+
+// closeIdle closes connections idle for the idle timeout at now and forgets
+// endpoints unused as long, so departed backends leave nothing behind.
+func (p *pool) closeIdle(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ep, e := range p.eps {
+		// The oldest are first: keep the suffix still fresh.
+		k := 0
+		for k < len(e.idle) && now.Sub(e.idle[k].idle) >= p.idleTimeout {
+			e.idle[k].close()
+			k++
+		}
+		if k > 0 {
+			n := copy(e.idle, e.idle[k:])
+			clear(e.idle[n:])
+			e.idle = e.idle[:n]
+		}
+		if len(e.idle) == 0 && now.Sub(e.used) >= p.idleTimeout {
+			delete(p.eps, ep)
+		}
+	}
+}
+
+// close closes every idle connection; connections put back later are
+// closed too.
+func (p *pool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for ep, e := range p.eps {
+		for _, c := range e.idle {
+			c.close()
+		}
+		delete(p.eps, ep)
+	}
+}
+
+// idleCount is the number of idle connections kept for endpoint.
+func (p *pool) idleCount(endpoint string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.eps[endpoint]; e != nil {
+		return len(e.idle)
+	}
+	return 0
+}

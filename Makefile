@@ -38,6 +38,12 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./loadbalancer/ ./ingress/... ./campaign/load/
 
+# Direct, nginx and the ingress (round-robin, prequal) side by side on
+# loopback; needs nginx and wrk. BENCH_PROXY_ARGS: ROUNDS DURATION CONNECTIONS RATE RATE_DURATION.
+.PHONY: bench-proxy
+bench-proxy:
+	hack/bench-proxy.sh $(BENCH_PROXY_ARGS)
+
 # The README's main job: a local quickstart campaign and its report.
 campaign: build
 	$(BIN)/prequalbench campaign run --scenario quickstart --backend-bin $(BACKEND_BIN)

@@ -1,36 +1,54 @@
 #!/usr/bin/env bash
-# Side-by-side proxy benchmark on loopback: the same wrk load straight at a
-# backend, through nginx (1 worker, keepalive upstream) and through
-# `prequalbench ingress` (round-robin and prequal), in interleaved rounds.
+# Side-by-side proxy benchmark on loopback: the same load straight at a
+# backend (direct), through nginx (1 worker, keepalive upstream) and through
+# `prequalbench ingress` with round-robin and with prequal, in interleaved
+# rounds (each round starts at the next target). Per target and round:
+#   - saturation: wrk, closed loop (-c CONNECTIONS): rps, p50, p99;
+#   - fixed rate: hack/benchload, open loop at RATE rps: p50, p99 (added
+#     latency = these minus direct's);
+#   - CPU µs per request of the proxy process and of the backend nginx, from
+#     utime+stime in /proc/PID/stat over each phase;
+#   - for prequal, probes sent per request (prequal_probes_sent_total on its
+#     admin /metrics), from which the summary estimates CPU per probe.
 # Needs nginx and wrk (Debian packages). Every server listens on 127.0.0.1
-# only and every wrk run is bounded by -d. Prints a TSV of rps and latency.
+# only, every load is bounded by its duration and a timeout. Prints a TSV,
+# then a markdown summary (medians, ratios to nginx).
 #
-#   hack/bench-proxy.sh [ROUNDS] [DURATION] [CONNECTIONS]
+#   hack/bench-proxy.sh [ROUNDS] [DURATION] [CONNECTIONS] [RATE] [RATE_DURATION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds="${1:-3}"; dur="${2:-10s}"; conns="${3:-64}"
-for t in nginx wrk; do command -v "$t" >/dev/null || { echo "bench-proxy: $t not found (apt-get install nginx wrk)" >&2; exit 2; }; done
+rounds="${1:-3}"; dur="${2:-10s}"; conns="${3:-64}"; rate="${4:-1000}"; rdur="${5:-5s}"
+for t in nginx wrk curl; do command -v "$t" >/dev/null || { echo "bench-proxy: $t not found (apt-get install nginx wrk curl)" >&2; exit 2; }; done
 make -s build >/dev/null
 
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; nginx -p "$work" -c nginx.conf -s stop 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
+go build -o "$work/benchload" ./hack/benchload
 
-# The backend: nginx answering {} itself (the cheapest backend there is, so
-# the proxies' own cost dominates), and the proxy nginx in front of it.
-cat > "$work/nginx.conf" <<NGINX
-worker_processes 1; daemon on; pid $work/nginx.pid; error_log $work/error.log;
+# nginx in the foreground, one process (no master), so its pid is the one
+# doing the work. The backend answers {} itself: the cheapest backend there
+# is, so the proxies' own cost dominates.
+start_nginx() { # name server-block
+  mkdir -p "$work/$1"
+  cat > "$work/$1/nginx.conf" <<NGINX
+worker_processes 1; master_process off; daemon off; pid $work/$1/nginx.pid; error_log $work/$1/error.log;
 events { worker_connections 4096; }
 http { access_log off;
-  client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
-  upstream be { server 127.0.0.1:18180; keepalive 64; keepalive_requests 1000000; }
-  server { listen 127.0.0.1:18180; keepalive_requests 1000000; location / { return 200 '{}'; } }
-  server { listen 127.0.0.1:18181; keepalive_requests 1000000;
-    location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } }
+  client_body_temp_path $work/$1; proxy_temp_path $work/$1; fastcgi_temp_path $work/$1; uwsgi_temp_path $work/$1; scgi_temp_path $work/$1;
+  $2
 }
 NGINX
-nginx -p "$work" -c nginx.conf
+  nginx -p "$work/$1" -c nginx.conf &
+  pids+=($!)
+}
+start_nginx backend "server { listen 127.0.0.1:18180; keepalive_requests 1000000; location / { return 200 '{}'; } }"
+be_pid=${pids[-1]}
+start_nginx proxy "upstream be { server 127.0.0.1:18180; keepalive 64; keepalive_requests 1000000; }
+  server { listen 127.0.0.1:18181; keepalive_requests 1000000;
+    location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; } }"
+nginx_pid=${pids[-1]}
 
 start_ingress() { # name algorithm port adminport
   cat > "$work/$1.yaml" <<YAML
@@ -45,18 +63,47 @@ YAML
   pids+=($!)
 }
 start_ingress rr round-robin 18182 18192
+rr_pid=${pids[-1]}
 start_ingress pq prequal 18183 18193
+pq_pid=${pids[-1]}
 for port in 18180 18181 18182 18183; do
   for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -fsS "http://127.0.0.1:$port/" >/dev/null || { echo "bench-proxy: nothing answers on 127.0.0.1:$port" >&2; exit 1; }
 done
 
-printf "round\ttarget\trps\tp50_ms\tp99_ms\n"
+tck=$(getconf CLK_TCK)
+cpu() { [ -n "$1" ] && awk '{print $14+$15}' "/proc/$1/stat" || echo 0; } # ticks
+probes() { curl -fsS "http://127.0.0.1:18193/metrics" | awk '/^prequal_probes_sent_total/ {s+=$2} END {printf "%d", s}'; }
+per_req() { # ticks-before ticks-after requests -> µs per request, or - without a process
+  [ -n "$4" ] || { echo -; return; }
+  awk -v a="$1" -v b="$2" -v n="$3" -v t="$tck" 'BEGIN {printf "%.1f", (n > 0 ? (b-a)*1e6/t/n : 0)}'
+}
+to_ms() { awk '{v=$1; if (v ~ /us$/) v=v/1000; else if (v ~ /ms$/) v=v+0; else if (v ~ /s$/) v=v*1000; printf "%.3f", v}' <<<"$1"; }
+
+targets=(direct:18180: nginx:18181:$nginx_pid ingress-rr:18182:$rr_pid ingress-prequal:18183:$pq_pid)
+out="$work/results.tsv"
+printf "round\ttarget\trps\tp50_ms\tp99_ms\tproxy_cpu_us_req\tbackend_cpu_us_req\tprobes_per_req\tfr_requests\tfr_rate\tfr_errors\tfr_p50_ms\tfr_p99_ms\tfr_proxy_cpu_us_req\tfr_backend_cpu_us_req\n" | tee "$out"
 for r in $(seq "$rounds"); do
-  for t in direct:18180 nginx:18181 ingress-rr:18182 ingress-prequal:18183; do
-    name=${t%%:*}; port=${t##*:}
-    out=$(timeout 60 wrk -t1 -c"$conns" -d"$dur" --latency "http://127.0.0.1:$port/")
-    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-    p50=$(awk '$1=="50%" {print $2}' <<<"$out"); p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-    printf "%s\t%s\t%s\t%s\t%s\n" "$r" "$name" "$rps" "$p50" "$p99"
+  for k in $(seq 0 $((${#targets[@]} - 1))); do
+    t=${targets[$(((k + r - 1) % ${#targets[@]}))]}
+    IFS=: read -r name port pid <<<"$t"
+    url="http://127.0.0.1:$port/"
+    # Saturation.
+    p0=$(cpu "$pid"); b0=$(cpu "$be_pid"); q0=0; [ "$name" = ingress-prequal ] && q0=$(probes)
+    w=$(timeout 120 wrk -t1 -c"$conns" -d"$dur" --latency "$url")
+    p1=$(cpu "$pid"); b1=$(cpu "$be_pid"); q1=0; [ "$name" = ingress-prequal ] && q1=$(probes)
+    n=$(awk '/requests in/ {print $1}' <<<"$w")
+    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$w")
+    p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$w")"); p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$w")")
+    ppr=-; [ "$name" = ingress-prequal ] && ppr=$(awk -v a="$q0" -v b="$q1" -v n="$n" 'BEGIN {printf "%.2f", (n > 0 ? (b-a)/n : 0)}')
+    sat="$rps\t$p50\t$p99\t$(per_req "$p0" "$p1" "$n" "$pid")\t$(per_req "$b0" "$b1" "$n" "$be_pid")\t$ppr"
+    # Fixed rate.
+    p0=$(cpu "$pid"); b0=$(cpu "$be_pid")
+    IFS=$'\t' read -r fn frate ferr fp50 fp99 < <(timeout 120 "$work/benchload" rate -url "$url" -rate "$rate" -duration "$rdur" -connections "$conns")
+    p1=$(cpu "$pid"); b1=$(cpu "$be_pid")
+    printf "%s\t%s\t$sat\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$r" "$name" "$fn" "$frate" "$ferr" "$fp50" "$fp99" \
+      "$(per_req "$p0" "$p1" "$fn" "$pid")" "$(per_req "$b0" "$b1" "$fn" "$be_pid")" | tee -a "$out"
   done
 done
+echo
+"$work/benchload" summary <"$out"

@@ -1,8 +1,9 @@
 package prober
 
 // BenchmarkProbe measures one probe against a loopback server in another
-// process (this test binary re-run as the server), so the CPU this process
-// uses is the prober's own. It uses only the exported API, so the same file
+// process (this test binary re-run as the server, or the prequal-backend
+// named by $PREQUALBENCH_PROBER_BENCH_BACKEND), so the CPU this process uses
+// is the prober's own and the server's is reported apart. It uses only the exported API, so the same file
 // benchmarks an older version of the package side by side.
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -98,37 +100,66 @@ var bench struct {
 	err  error
 }
 
+// benchBackendEnv names a prequal-backend binary to probe instead of the
+// fixed server, for the backend's CPU per probe.
+const benchBackendEnv = "PREQUALBENCH_PROBER_BENCH_BACKEND"
+
 func benchServer(b *testing.B) (addr string, pid int) {
 	b.Helper()
-	bench.once.Do(func() {
-		exe, err := os.Executable()
-		if err != nil {
-			bench.err = err
-			return
-		}
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), benchServerEnv+"=1")
-		cmd.Stderr = os.Stderr
-		// The server exits when this pipe closes, even if this process dies.
-		if _, bench.err = cmd.StdinPipe(); bench.err != nil {
-			return
-		}
-		out, _ := cmd.StdoutPipe()
-		if bench.err = cmd.Start(); bench.err != nil {
-			return
-		}
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil {
-			bench.err = fmt.Errorf("bench server: %v", err)
-			_ = cmd.Process.Kill()
-			return
-		}
-		bench.cmd, bench.addr = cmd, strings.TrimSpace(line)
-	})
+	bench.once.Do(func() { bench.cmd, bench.addr, bench.err = startBenchServer() })
 	if bench.err != nil {
 		b.Fatal(bench.err)
 	}
 	return bench.addr, bench.cmd.Process.Pid
+}
+
+func startBenchServer() (*exec.Cmd, string, error) {
+	if bin := os.Getenv(benchBackendEnv); bin != "" {
+		dir, err := os.MkdirTemp("", "prober-bench")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		file := filepath.Join(dir, "addr")
+		cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--addr-file", file)
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return nil, "", err
+		}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if a, err := os.ReadFile(file); err == nil && len(bytes.TrimSpace(a)) > 0 {
+				return cmd, string(bytes.TrimSpace(a)), nil
+			}
+		}
+		_ = cmd.Process.Kill()
+		return nil, "", fmt.Errorf("%s: no address in %s after 10s", bin, file)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The server also exits when this pipe closes.
+	if _, err := cmd.StdinPipe(); err != nil {
+		return nil, "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, "", fmt.Errorf("bench server: %v", err)
+	}
+	return cmd, strings.TrimSpace(line), nil
 }
 
 func stopBenchServer() {

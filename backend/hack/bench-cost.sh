@@ -30,8 +30,10 @@ nginx -p "$work" -c nginx.conf
 for _ in $(seq 50); do [ -s "$work/nginx.pid" ] && break; sleep 0.1; done
 nginx_worker=$(pgrep -P "$(cat "$work/nginx.pid")" | head -1)
 
-# iterations=0: no service time, so what is measured is the server's own cost
-# (parsing, the gate, the estimator, the response).
+# work0 (iterations=0): no service time, so what is measured is the server's
+# own cost (parsing, the gate, the estimator, the response). work1
+# (iterations=1): 20 us in a slot (default --service-time 20ms per 1000), so
+# the slot's wait and the queue in front of the 4 slots are in it too.
 "$bin" --listen 127.0.0.1:18281 --seed 1 --shutdown-grace 0 2>"$work/backend.log" &
 pids+=($!); backend=$!
 for _ in $(seq 100); do curl -fsS http://127.0.0.1:18281/healthz >/dev/null 2>&1 && break; sleep 0.1; done
@@ -42,7 +44,8 @@ cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 printf "round\ttarget\trps\tp50_ms\tcpu_us_per_req\n"
 for r in $(seq "$rounds"); do
   for t in "nginx:$nginx_worker:http://127.0.0.1:18280/" \
-           "work:$backend:http://127.0.0.1:18281/work?iterations=0" \
+           "work0:$backend:http://127.0.0.1:18281/work?iterations=0" \
+           "work1:$backend:http://127.0.0.1:18281/work?iterations=1" \
            "probe:$backend:http://127.0.0.1:18281/prequal/probe"; do
     name=${t%%:*}; rest=${t#*:}; pid=${rest%%:*}; url=${rest#*:}
     before=$(cpu "$pid")

@@ -638,11 +638,11 @@ mod tests {
     fn work_moves_to_a_worker_and_back() {
         let srv = Server::start(&["--service-time", "0s"]);
         let mut c = srv.connect();
-        // A probe (reactor), /work (worker) and a probe behind it, pipelined:
-        // answered in order.
+        // A probe (reactor), /work with a body (worker) and a probe behind
+        // it, pipelined: answered in order.
         write!(
             c,
-            "GET /prequal/probe HTTP/1.1\r\n\r\nGET /work?iterations=0 HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n"
+            "GET /prequal/probe HTTP/1.1\r\n\r\nPOST /work HTTP/1.1\r\nContent-Length: 17\r\n\r\n{{\"iterations\": 0}}GET /healthz HTTP/1.1\r\n\r\n"
         )
         .unwrap();
         let out = read_responses(&mut c, 3);
@@ -654,13 +654,106 @@ mod tests {
         // Idle for longer than a read wake, the worker parks it; whichever
         // holds it, the next requests are served on the same connection.
         thread::sleep(Duration::from_millis(700));
-        for path in ["/work?iterations=0", "/prequal/probe", "/work?iterations=0"] {
-            write!(c, "GET {path} HTTP/1.1\r\n\r\n").unwrap();
+        for req in [
+            "POST /work HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+            "GET /prequal/probe HTTP/1.1\r\n\r\n",
+            "GET /work?iterations=0 HTTP/1.1\r\n\r\n",
+        ] {
+            write!(c, "{req}").unwrap();
             assert!(read_responses(&mut c, 1).starts_with("HTTP/1.1 200"));
         }
         // One worker, reused: never one per request.
         assert_eq!(srv.app.conns.spawned(), 1);
         assert_eq!(srv.app.conns.open(), 1);
+    }
+
+    #[test]
+    fn inline_work_holds_its_slot_on_a_timer() {
+        let srv = Server::start(&["--concurrency", "1", "--service-time", "300ms"]);
+        let mut a = srv.connect();
+        let mut b = srv.connect();
+        // A takes the only slot on the reactor (no thread); a healthz sent
+        // behind it waits for its answer.
+        write!(a, "GET /work HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("A in service", || {
+            srv.app.stats_json().contains("\"in_flight\":1")
+        });
+        assert_eq!(srv.app.conns.spawned(), 0);
+        // B finds no slot: it queues, still on the reactor, in FIFO order.
+        write!(b, "GET /work?iterations=500 HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("B queued", || srv.app.stats_json().contains("\"queued\":1"));
+        let out_a = read_responses(&mut a, 2);
+        let out_b = read_responses(&mut b, 1);
+        assert!(out_a.starts_with("HTTP/1.1 200"), "{out_a:?}");
+        let service: u64 = out_a
+            .lines()
+            .find_map(|l| l.strip_prefix("X-Prequal-Service-Us: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(service >= 300_000, "{out_a:?}");
+        let queue_a: f64 = out_a
+            .split("\"queue_ms\":")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!(queue_a < 100.0, "A did not wait for a slot: {out_a:?}");
+        assert!(out_a.ends_with("\r\n\r\nok"), "healthz after it: {out_a:?}");
+        // B waited for A's slot.
+        let queue_ms: f64 = out_b
+            .split("\"queue_ms\":")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!(queue_ms > 0.0, "{out_b:?}");
+        assert_eq!(srv.app.conns.spawned(), 0, "no thread for either");
+        wait_until("RIF back to 0", || {
+            srv.app
+                .stats_json()
+                .contains("\"in_flight\":0,\"queued\":0,\"served\":2")
+        });
+    }
+
+    #[test]
+    fn queued_inline_work_leaves_when_its_client_does() {
+        let srv = Server::start(&[
+            "--concurrency",
+            "1",
+            "--queue-limit",
+            "1",
+            "--service-time",
+            "1s",
+        ]);
+        let mut a = srv.connect();
+        write!(a, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("A in service", || {
+            srv.app.stats_json().contains("\"in_flight\":1")
+        });
+        let mut b = srv.connect();
+        write!(b, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("B queued", || srv.app.stats_json().contains("\"queued\":1"));
+        // The queue is full: C gets 503 at once, with the queue length.
+        let mut c = srv.connect();
+        write!(c, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        let out = read_responses(&mut c, 1);
+        assert!(out.starts_with("HTTP/1.1 503"), "{out:?}");
+        assert!(out.contains("X-Prequal-Queue: 1\r\n"), "{out:?}");
+        // B leaves: out of the queue and of RIF.
+        drop(b);
+        wait_until("B out of the queue", || {
+            srv.app
+                .stats_json()
+                .starts_with("{\"in_flight\":1,\"queued\":0,")
+        });
+        assert!(read_responses(&mut a, 1).starts_with("HTTP/1.1 200"));
+        wait_until("all done", || {
+            srv.app
+                .stats_json()
+                .contains("\"in_flight\":0,\"queued\":0,\"served\":1,\"rejected\":1")
+        });
+        assert_eq!(srv.app.conns.spawned(), 0);
     }
 
     #[test]

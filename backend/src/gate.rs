@@ -5,6 +5,11 @@
 //! Each waiter has its own condition variable, so a release wakes exactly
 //! the next waiter instead of the whole queue. All state sits behind one
 //! mutex; the condition variables are only ever used with it.
+//!
+//! A waiter can also be asynchronous (the reactor's): it holds a ticket
+//! instead of a thread; when the slot is handed to it, its ticket is listed
+//! for `take_async_grants` and the notify function set by the reactor is
+//! called. Both kinds share one FIFO queue.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -21,15 +26,22 @@ struct State {
     /// None means unlimited.
     capacity: Option<usize>,
     in_service: usize,
-    queue: VecDeque<(u64, Arc<Waiter>)>,
+    /// None: an asynchronous waiter.
+    queue: VecDeque<(u64, Option<Arc<Waiter>>)>,
     /// Ticket numbers of waiters that were handed a slot but have not yet
     /// woken to take it.
     granted: Vec<u64>,
+    /// The same for asynchronous waiters, until take_async_grants.
+    async_granted: Vec<u64>,
+    notify: Option<Notify>,
     next_ticket: u64,
     queue_limit: usize,
     max_queue: usize,
     rejected: u64,
 }
+
+/// Called when a slot goes to an asynchronous waiter.
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
 pub struct Gate {
     state: Mutex<State>,
@@ -76,6 +88,8 @@ impl Gate {
                 in_service: 0,
                 queue: VecDeque::new(),
                 granted: Vec::new(),
+                async_granted: Vec::new(),
+                notify: None,
                 next_ticket: 0,
                 queue_limit,
                 max_queue: 0,
@@ -105,7 +119,7 @@ impl Gate {
         let ticket = st.next_ticket;
         st.next_ticket += 1;
         let me = Arc::new(Waiter { cv: Condvar::new() });
-        st.queue.push_back((ticket, me.clone()));
+        st.queue.push_back((ticket, Some(me.clone())));
         st.max_queue = st.max_queue.max(st.queue.len());
         loop {
             st = me
@@ -136,6 +150,58 @@ impl Gate {
                 }
                 return Err(Denied::Cancelled);
             }
+        }
+    }
+
+    /// Returns a slot taken with `enqueue_async`; the next waiter gets it.
+    pub fn give_back(&self) {
+        let mut st = self.lock();
+        st.in_service -= 1;
+        dispatch_locked(&mut st);
+    }
+
+    /// Sets what is called (under the gate's lock: it must not block or
+    /// call back) when a slot goes to an asynchronous waiter.
+    pub fn set_async_notify(&self, f: Notify) {
+        self.lock().notify = Some(f);
+    }
+
+    /// Asynchronous admission: Ok(None) = a slot now; Ok(Some(ticket)) =
+    /// queued, the slot comes through take_async_grants; Err = queue full.
+    /// A slot either way is returned with `give_back`.
+    pub fn enqueue_async(&self) -> Result<Option<u64>, Denied> {
+        let mut st = self.lock();
+        if st.queue.is_empty() && has_room(&st) {
+            st.in_service += 1;
+            return Ok(None);
+        }
+        if st.queue.len() >= st.queue_limit {
+            st.rejected += 1;
+            return Err(Denied::Overflow);
+        }
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.queue.push_back((ticket, None));
+        st.max_queue = st.max_queue.max(st.queue.len());
+        Ok(Some(ticket))
+    }
+
+    /// Moves the tickets of asynchronous waiters that now hold a slot into
+    /// `out`.
+    pub fn take_async_grants(&self, out: &mut Vec<u64>) {
+        out.append(&mut self.lock().async_granted);
+    }
+
+    /// An asynchronous waiter leaves (its client went away): out of the
+    /// queue, or, if a slot was handed to it meanwhile, the slot goes on.
+    pub fn cancel_async(&self, ticket: u64) {
+        let mut st = self.lock();
+        if let Some(pos) = st.queue.iter().position(|(t, _)| *t == ticket) {
+            st.queue.remove(pos);
+        } else if let Some(pos) = st.async_granted.iter().position(|&t| t == ticket) {
+            st.async_granted.swap_remove(pos);
+            st.in_service -= 1;
+            dispatch_locked(&mut st);
         }
     }
 
@@ -181,15 +247,25 @@ fn dispatch_locked(st: &mut State) {
             break;
         };
         st.in_service += 1;
-        st.granted.push(ticket);
-        w.cv.notify_one();
+        match w {
+            Some(w) => {
+                st.granted.push(ticket);
+                w.cv.notify_one();
+            }
+            None => {
+                st.async_granted.push(ticket);
+                if let Some(f) = &st.notify {
+                    f();
+                }
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::mpsc;
     use std::thread;
     use std::time::Instant;
@@ -319,6 +395,56 @@ mod tests {
             drop(b);
             assert_eq!(h.join().unwrap(), Ok(()));
         });
+    }
+
+    #[test]
+    fn async_waiters_share_the_fifo_queue() {
+        let g = Gate::new(Some(1), 3);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        g.set_async_notify(Arc::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert_eq!(g.enqueue_async(), Ok(None), "a free slot at once");
+        let first = g.enqueue_async().unwrap().unwrap();
+        thread::scope(|s| {
+            let h = s.spawn(|| g.acquire(never).map(|_| ()));
+            wait_until("thread queued", || g.stats().queued == 2);
+            let third = g.enqueue_async().unwrap().unwrap();
+            assert_eq!(g.enqueue_async(), Err(Denied::Overflow));
+            // Release: the slot goes to the first (async) waiter.
+            g.give_back();
+            let mut got = Vec::new();
+            g.take_async_grants(&mut got);
+            assert_eq!(got, vec![first]);
+            assert_eq!(calls.load(Ordering::SeqCst), 1);
+            // Then the thread, then the third.
+            g.give_back();
+            assert_eq!(h.join().unwrap(), Ok(()));
+            g.take_async_grants(&mut got);
+            assert_eq!(got, vec![first, third]);
+        });
+        g.give_back();
+        assert_eq!(g.stats().in_service, 0);
+    }
+
+    #[test]
+    fn cancelled_async_waiter_passes_its_slot_on() {
+        let g = Gate::new(Some(1), 3);
+        assert_eq!(g.enqueue_async(), Ok(None));
+        let a = g.enqueue_async().unwrap().unwrap();
+        let b = g.enqueue_async().unwrap().unwrap();
+        // Still queued: it just leaves.
+        g.cancel_async(a);
+        assert_eq!(g.stats().queued, 1);
+        // Granted but not taken: the slot goes to nobody else waiting.
+        g.give_back();
+        g.cancel_async(b);
+        let mut got = Vec::new();
+        g.take_async_grants(&mut got);
+        assert!(got.is_empty());
+        assert_eq!(g.stats().in_service, 0);
+        assert_eq!(g.stats().queued, 0);
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! Idle connections wait in one epoll set instead of on a thread each, and
 //! the cheap endpoints (/prequal/probe, /healthz, /health, /stats) are
 //! answered right there, on the reactor thread, without waking a worker.
+//! So is an io/sleep-mode /work request: it waits for a slot in the gate's
+//! FIFO queue as an asynchronous waiter (an eventfd wakes the reactor when
+//! it is handed one; a client that leaves meanwhile is seen by epoll and
+//! leaves the queue), then holds the slot for its drawn sleep on a timer
+//! (timerfd, ns resolution) instead of on a sleeping thread.
 //!
 //! Why: with a thread per connection every request costs a blocking read
 //! and a wake-up of its thread; on this 2-core VM the scheduler's switch
@@ -9,8 +14,8 @@
 //! many ready connections at once, as nginx's worker does. Idle
 //! connections also stop waking twice a second each to look at shutdown.
 //!
-//! Anything else (a /work request, a body, a partial or malformed request,
-//! a probe fault that delays) goes with the bytes read so far to a worker
+//! Anything else (cpu mode, a work fault, a body, a partial or malformed
+//! request, a probe fault that delays) goes with the bytes read so far to a worker
 //! thread, which serves it exactly as before (parser, deadlines, 400/408/
 //! 413/431, lingering close). A worker that then sees its connection idle
 //! for one read wake (≤ 500 ms) parks it back here. Connections keep their
@@ -19,8 +24,10 @@
 
 use crate::accept::{ConnSlot, Handoff, Pool};
 use crate::http::{parse_simple, write_response, MAX_HEADER_BYTES};
-use crate::server::{App, Outcome};
-use std::collections::HashMap;
+use crate::server::{App, InlineStart, InlineWork, Outcome, Response};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -37,10 +44,33 @@ mod sys {
         pub data: u64,
     }
 
+    /// struct timespec with a C long (pointer-sized on Linux) per field.
+    #[repr(C)]
+    #[derive(Default)]
+    pub struct TimeSpec {
+        pub tv_sec: isize,
+        pub tv_nsec: isize,
+    }
+
+    #[repr(C)]
+    #[derive(Default)]
+    pub struct ITimerSpec {
+        pub interval: TimeSpec,
+        pub value: TimeSpec,
+    }
+
     extern "C" {
         pub fn epoll_create1(flags: i32) -> i32;
         pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, event: *mut EpollEvent) -> i32;
         pub fn epoll_wait(epfd: i32, events: *mut EpollEvent, max: i32, timeout_ms: i32) -> i32;
+        pub fn timerfd_create(clock: i32, flags: i32) -> i32;
+        pub fn eventfd(initval: u32, flags: i32) -> i32;
+        pub fn timerfd_settime(
+            fd: i32,
+            flags: i32,
+            new: *const ITimerSpec,
+            old: *mut ITimerSpec,
+        ) -> i32;
     }
 
     pub const EPOLL_CLOEXEC: i32 = 0o2_000_000;
@@ -48,21 +78,50 @@ mod sys {
     pub const EPOLL_CTL_DEL: i32 = 2;
     pub const EPOLLIN: u32 = 0x1;
     pub const EPOLLRDHUP: u32 = 0x2000;
+    pub const CLOCK_MONOTONIC: i32 = 1;
+    pub const TFD_CLOEXEC: i32 = 0o2_000_000;
+    /// O_NONBLOCK on x86, ARM and RISC-V (also EFD_NONBLOCK).
+    pub const TFD_NONBLOCK: i32 = 0o4000;
 }
 
 /// Events taken per epoll_wait.
 const BATCH: usize = 256;
 /// Longest wait: how soon shutdown and idle timeouts are noticed.
 const WAKE: Duration = Duration::from_millis(500);
+/// Timers fire on a grid of this step, so that deadlines close together
+/// share one wake-up; never early, at most this late, like the 50 µs
+/// default timer slack that thread::sleep (nanosleep) had.
+const TIMER_SLACK: Duration = Duration::from_micros(50);
+/// The epoll token of the timer.
+const TIMER: u64 = u64::MAX;
+/// The epoll token of the eventfd that says a waiting request got a slot.
+const GRANTED: u64 = u64::MAX - 1;
+/// Bytes a connection whose request waits for a slot may send meanwhile
+/// (pipelining) before the reactor stops reading it; as on a worker.
+const MAX_BUFFERED: usize = 1024 * 1024 + MAX_HEADER_BYTES;
 
 struct Entry {
     stream: TcpStream,
     buf: Vec<u8>,
     slot: ConnSlot,
     idle_since: Instant,
+    /// In the epoll set. Taken out while a /work request is in service and
+    /// the peer sends more (or closes), so level-triggered events do not
+    /// spin; put back once the answer is out.
+    registered: bool,
+    /// A /work request in its slot, answered when its timer fires.
+    busy: Option<Busy>,
 }
 
-/// What a ready connection needs next.
+struct Busy {
+    work: InlineWork,
+    keep_alive: bool,
+    head: bool,
+    /// Its gate ticket while it waits for a slot.
+    queued: Option<u64>,
+}
+
+/// What a connection needs next.
 enum Next {
     /// Idle again: stays parked.
     Park,
@@ -70,10 +129,18 @@ enum Next {
     /// To a worker, with the unwritten rest of a response (if any) and
     /// whether the connection ends after it.
     Worker(Vec<u8>, bool),
+    /// A /work request in service until then.
+    Busy(Instant),
+    /// A /work request waiting for a slot, with its gate ticket.
+    Queued(u64),
 }
 
 pub struct Reactor {
+    /// The origin of the timer grid.
+    origin: Instant,
     epfd: OwnedFd,
+    timer: File,
+    granted: Arc<File>,
     parked: Mutex<Parked>,
 }
 
@@ -81,21 +148,54 @@ pub struct Reactor {
 struct Parked {
     conns: HashMap<u64, Entry>,
     next: u64,
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Gate ticket → connection, for requests waiting for a slot.
+    waiting: HashMap<u64, u64>,
+    /// When the timerfd is set to fire.
+    armed: Option<Instant>,
+}
+
+fn os_fd(fd: i32) -> std::io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl Reactor {
     pub fn new() -> std::io::Result<Reactor> {
-        // SAFETY: epoll_create1 has no preconditions; a non-negative result
-        // is a new descriptor that we own from here on.
-        let fd = unsafe { sys::epoll_create1(sys::EPOLL_CLOEXEC) };
-        if fd < 0 {
+        // SAFETY: no preconditions; a result >= 0 is a new descriptor.
+        let epfd = os_fd(unsafe { sys::epoll_create1(sys::EPOLL_CLOEXEC) })?;
+        // SAFETY: as above.
+        let timer = os_fd(unsafe {
+            sys::timerfd_create(sys::CLOCK_MONOTONIC, sys::TFD_CLOEXEC | sys::TFD_NONBLOCK)
+        })?;
+        // SAFETY: as above.
+        let granted = os_fd(unsafe { sys::eventfd(0, sys::TFD_CLOEXEC | sys::TFD_NONBLOCK) })?;
+        let r = Reactor {
+            origin: Instant::now(),
+            epfd,
+            timer: File::from(timer),
+            granted: Arc::new(File::from(granted)),
+            parked: Mutex::new(Parked::default()),
+        };
+        r.ctl(sys::EPOLL_CTL_ADD, r.timer.as_raw_fd(), TIMER)?;
+        r.ctl(sys::EPOLL_CTL_ADD, r.granted.as_raw_fd(), GRANTED)?;
+        Ok(r)
+    }
+
+    fn ctl(&self, op: i32, fd: i32, token: u64) -> std::io::Result<()> {
+        let mut ev = sys::EpollEvent {
+            events: sys::EPOLLIN | sys::EPOLLRDHUP,
+            data: token,
+        };
+        // SAFETY: both descriptors are open for the call (callers own fd)
+        // and ev is a valid epoll_event.
+        if unsafe { sys::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Reactor {
-            // SAFETY: fd is a fresh descriptor nobody else owns.
-            epfd: unsafe { OwnedFd::from_raw_fd(fd) },
-            parked: Mutex::new(Parked::default()),
-        })
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Parked> {
@@ -115,17 +215,13 @@ impl Reactor {
         if app.shutting_down() || stream.set_nonblocking(true).is_err() {
             return Err((stream, slot));
         }
-        let fd = stream.as_raw_fd();
         let mut p = self.lock();
         let token = p.next;
         p.next += 1;
-        let mut ev = sys::EpollEvent {
-            events: sys::EPOLLIN | sys::EPOLLRDHUP,
-            data: token,
-        };
-        // SAFETY: both descriptors are open (the stream is owned here) and
-        // ev is a valid epoll_event for the call.
-        if unsafe { sys::epoll_ctl(self.epfd.as_raw_fd(), sys::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+        if self
+            .ctl(sys::EPOLL_CTL_ADD, stream.as_raw_fd(), token)
+            .is_err()
+        {
             let _ = stream.set_nonblocking(false);
             return Err((stream, slot));
         }
@@ -136,20 +232,28 @@ impl Reactor {
                 buf: Vec::new(),
                 slot,
                 idle_since,
+                registered: true,
+                busy: None,
             },
         );
         Ok(())
     }
 
     /// The reactor thread: waits for parked connections to become readable,
-    /// answers cheap requests, hands the rest to workers, closes connections
-    /// idle past the idle timeout, and at shutdown closes every idle one.
-    /// Runs for the life of the process.
+    /// answers cheap requests, runs inline /work requests' timers, hands the
+    /// rest to workers, closes connections idle past the idle timeout, and
+    /// at shutdown closes every idle one. Runs for the life of the process.
     pub fn run(&self, app: &App, pool: &Arc<Pool>) {
         let wake = WAKE.min(app.cfg.idle_timeout).max(Duration::from_millis(1));
         let mut events = vec![sys::EpollEvent::default(); BATCH];
         let mut last_sweep = Instant::now();
         let mut handoffs = Vec::new();
+        let mut grants = Vec::new();
+        let ev = self.granted.clone();
+        app.on_inline_grant(Arc::new(move || {
+            // Non-blocking; a full counter still wakes the reactor.
+            let _ = (&*ev).write(&1u64.to_ne_bytes());
+        }));
         loop {
             // SAFETY: events has BATCH valid entries for the kernel to fill.
             let n = unsafe {
@@ -163,12 +267,79 @@ impl Reactor {
             let mut p = self.lock();
             for ev in &events[..n.max(0) as usize] {
                 let token = ev.data;
-                let Some(entry) = p.conns.get_mut(&token) else {
+                match token {
+                    // Clear them; due timers and grants are looked at below.
+                    TIMER => {
+                        let _ = (&self.timer).read(&mut [0u8; 8]);
+                        continue;
+                    }
+                    GRANTED => {
+                        let _ = (&*self.granted).read(&mut [0u8; 8]);
+                        continue;
+                    }
+                    _ => {}
+                }
+                let Some(e) = p.conns.get_mut(&token) else {
                     continue;
                 };
-                let next = serve_ready(app, entry);
+                if let Some(b) = &e.busy {
+                    if let Some(ticket) = b.queued {
+                        // Waiting for a slot: a client that leaves leaves
+                        // the queue; bytes it sends meanwhile are kept.
+                        if client_gone(e) {
+                            app.cancel_inline(ticket);
+                            p.waiting.remove(&ticket);
+                            p.conns.remove(&token);
+                        } else if e.buf.len() >= MAX_BUFFERED {
+                            self.unregister(e);
+                        }
+                        continue;
+                    }
+                    // More bytes or a close while in service: look at them
+                    // once the answer is out.
+                    self.unregister(e);
+                    continue;
+                }
+                let next = serve_ready(app, e);
                 self.settle(&mut p, token, next, &mut handoffs);
             }
+            app.inline_grants(&mut grants);
+            for ticket in grants.drain(..) {
+                let Some(token) = p.waiting.remove(&ticket) else {
+                    continue;
+                };
+                let Some(e) = p.conns.get_mut(&token) else {
+                    continue;
+                };
+                let Some(b) = e.busy.as_mut() else {
+                    continue;
+                };
+                b.queued = None;
+                app.begin_inline_service(&mut b.work);
+                let next = if b.work.sleep.is_zero() {
+                    let b = e.busy.take().expect("busy");
+                    finish_busy(app, e, b)
+                } else {
+                    Next::Busy(Instant::now() + b.work.sleep)
+                };
+                self.settle(&mut p, token, next, &mut handoffs);
+            }
+            let now = Instant::now();
+            while let Some(&Reverse((due, token))) = p.timers.peek() {
+                if due > now {
+                    break;
+                }
+                p.timers.pop();
+                let Some(e) = p.conns.get_mut(&token) else {
+                    continue;
+                };
+                let Some(b) = e.busy.take() else {
+                    continue;
+                };
+                let next = finish_busy(app, e, b);
+                self.settle(&mut p, token, next, &mut handoffs);
+            }
+            self.arm(&mut p);
             let shutting_down = app.shutting_down();
             if shutting_down || last_sweep.elapsed() >= wake {
                 last_sweep = Instant::now();
@@ -176,7 +347,9 @@ impl Reactor {
                 let due: Vec<u64> = p
                     .conns
                     .iter()
-                    .filter(|(_, e)| shutting_down || e.idle_since.elapsed() >= idle)
+                    .filter(|(_, e)| {
+                        e.busy.is_none() && (shutting_down || e.idle_since.elapsed() >= idle)
+                    })
                     .map(|(t, _)| *t)
                     .collect();
                 for token in due {
@@ -191,6 +364,7 @@ impl Reactor {
                     };
                     self.settle(&mut p, token, next, &mut handoffs);
                 }
+                self.arm(&mut p);
             }
             drop(p);
             for h in handoffs.drain(..) {
@@ -199,25 +373,69 @@ impl Reactor {
         }
     }
 
+    fn unregister(&self, e: &mut Entry) {
+        if e.registered {
+            let _ = self.ctl(sys::EPOLL_CTL_DEL, e.stream.as_raw_fd(), 0);
+            e.registered = false;
+        }
+    }
+
+    /// Sets the timerfd to the earliest timer, if that changed.
+    fn arm(&self, p: &mut Parked) {
+        let want = p.timers.peek().map(|r| {
+            let slack = TIMER_SLACK.as_nanos();
+            let ns = r.0 .0.saturating_duration_since(self.origin).as_nanos();
+            let up = ns.div_ceil(slack) * slack;
+            self.origin + Duration::from_nanos(up as u64)
+        });
+        if want == p.armed {
+            return;
+        }
+        let mut spec = sys::ITimerSpec::default();
+        if let Some(at) = want {
+            // Relative; zero would disarm it, so at least 1 ns.
+            let d = at
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_nanos(1));
+            spec.value = sys::TimeSpec {
+                tv_sec: d.as_secs() as isize,
+                tv_nsec: d.subsec_nanos() as isize,
+            };
+        }
+        // SAFETY: the timer descriptor is open; spec is valid, old may be null.
+        unsafe {
+            sys::timerfd_settime(self.timer.as_raw_fd(), 0, &spec, std::ptr::null_mut());
+        }
+        p.armed = want;
+    }
+
     fn settle(&self, p: &mut Parked, token: u64, next: Next, handoffs: &mut Vec<Handoff>) {
         match next {
-            Next::Park => {}
+            Next::Park => {
+                if let Some(e) = p.conns.get_mut(&token) {
+                    if !e.registered {
+                        if self
+                            .ctl(sys::EPOLL_CTL_ADD, e.stream.as_raw_fd(), token)
+                            .is_err()
+                        {
+                            drop(p.conns.remove(&token));
+                            return;
+                        }
+                        e.registered = true;
+                    }
+                }
+            }
+            Next::Busy(due) => p.timers.push(Reverse((due, token))),
+            Next::Queued(ticket) => {
+                p.waiting.insert(ticket, token);
+            }
             // Closing the descriptor takes it out of the epoll set.
             Next::Close => drop(p.conns.remove(&token)),
             Next::Worker(pending, close_after) => {
-                let Some(e) = p.conns.remove(&token) else {
+                let Some(mut e) = p.conns.remove(&token) else {
                     return;
                 };
-                let mut ev = sys::EpollEvent::default();
-                // SAFETY: the descriptor is open (owned by e.stream).
-                unsafe {
-                    sys::epoll_ctl(
-                        self.epfd.as_raw_fd(),
-                        sys::EPOLL_CTL_DEL,
-                        e.stream.as_raw_fd(),
-                        &mut ev,
-                    )
-                };
+                self.unregister(&mut e);
                 handoffs.push(Handoff {
                     stream: e.stream,
                     buf: e.buf,
@@ -230,7 +448,77 @@ impl Reactor {
     }
 }
 
-/// Reads what a ready connection sent and answers the cheap requests in it.
+/// Whether the peer of a connection whose request waits has gone (EOF or
+/// an error), reading and keeping what it sent meanwhile.
+fn client_gone(e: &mut Entry) -> bool {
+    let mut chunk = [0u8; 8192];
+    while e.buf.len() < MAX_BUFFERED {
+        match e.stream.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(n) => e.buf.extend_from_slice(&chunk[..n]),
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return err.kind() != ErrorKind::WouldBlock,
+        }
+    }
+    false
+}
+
+/// Writes as much of `out` as the socket takes now. Err(Some(n)): it took
+/// only the first n bytes; Err(None): the connection failed.
+fn write_now(stream: &mut TcpStream, out: &[u8]) -> Result<(), Option<usize>> {
+    let mut off = 0;
+    while off < out.len() {
+        match stream.write(&out[off..]) {
+            Ok(0) => return Err(None),
+            Ok(n) => off += n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == ErrorKind::WouldBlock => return Err(Some(off)),
+            Err(_) => return Err(None),
+        }
+    }
+    Ok(())
+}
+
+/// Writes one answer; None when the connection goes on here, else what
+/// comes next (a client that does not read goes to a worker, which waits
+/// for it under the write timeout instead of this thread).
+fn answer(app: &App, e: &mut Entry, resp: &Response, keep_alive: bool, head: bool) -> Option<Next> {
+    let keep = keep_alive && !app.shutting_down();
+    let mut out = Vec::with_capacity(256 + resp.body.len());
+    let _ = write_response(
+        &mut out,
+        resp.status,
+        resp.content_type,
+        &resp.body,
+        keep,
+        &resp.extra,
+        head,
+    );
+    match write_now(&mut e.stream, &out) {
+        Ok(()) if keep => {
+            e.idle_since = Instant::now();
+            None
+        }
+        Ok(()) => Some(Next::Close),
+        Err(Some(off)) => Some(Next::Worker(out[off..].to_vec(), !keep)),
+        Err(None) => Some(Next::Close),
+    }
+}
+
+/// Answers an inline /work request whose time in the slot is over, then
+/// goes on with whatever the connection sent meanwhile.
+fn finish_busy(app: &App, e: &mut Entry, b: Busy) -> Next {
+    let resp = app.finish_inline_work(&b.work);
+    let next = answer(app, e, &resp, b.keep_alive, b.head);
+    app.inline_written();
+    match next {
+        Some(next) => next,
+        None => serve_ready(app, e),
+    }
+}
+
+/// Reads what a ready connection sent and answers the requests in it that
+/// need no thread.
 fn serve_ready(app: &App, e: &mut Entry) -> Next {
     let mut chunk = [0u8; 8192];
     // A client may send its requests and then close its side: they are
@@ -251,7 +539,6 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
             Err(_) => return Next::Close,
         }
     }
-    let mut out = Vec::new();
     loop {
         if e.buf.is_empty() {
             return if eof || app.shutting_down() {
@@ -263,42 +550,54 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
         let Some((req, used)) = parse_simple(&e.buf) else {
             return Next::Worker(Vec::new(), false);
         };
-        if !app.serves_inline(&req) {
-            return Next::Worker(Vec::new(), false);
-        }
-        e.buf.drain(..used);
-        let Outcome::Respond(resp, token) = app.handle(&req, &mut || false) else {
-            return Next::Close;
-        };
-        let keep = req.keep_alive && !app.shutting_down();
-        out.clear();
-        let _ = write_response(
-            &mut out,
-            resp.status,
-            resp.content_type,
-            &resp.body,
-            keep,
-            &resp.extra,
-            req.method == "HEAD",
-        );
-        drop(token);
-        let mut off = 0;
-        while off < out.len() {
-            match e.stream.write(&out[off..]) {
-                Ok(0) => return Next::Close,
-                Ok(n) => off += n,
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                // A client that does not read: a worker waits for it, under
-                // the write timeout, instead of this thread.
-                Err(err) if err.kind() == ErrorKind::WouldBlock => {
-                    return Next::Worker(out[off..].to_vec(), !keep)
+        let head = req.method == "HEAD";
+        let next = if app.serves_inline(&req) {
+            e.buf.drain(..used);
+            let Outcome::Respond(resp, token) = app.handle(&req, &mut || false) else {
+                return Next::Close;
+            };
+            let next = answer(app, e, &resp, req.keep_alive, head);
+            drop(token);
+            next
+        } else if req.path() == "/work" {
+            match app.try_start_work(&req) {
+                None => return Next::Worker(Vec::new(), false),
+                Some(InlineStart::Answer(resp, holds_rif)) => {
+                    e.buf.drain(..used);
+                    let next = answer(app, e, &resp, req.keep_alive, head);
+                    if holds_rif {
+                        app.inline_written();
+                    }
+                    next
                 }
-                Err(_) => return Next::Close,
+                Some(InlineStart::Admitted(work, queued)) => {
+                    e.buf.drain(..used);
+                    let b = Busy {
+                        keep_alive: req.keep_alive,
+                        head,
+                        work,
+                        queued,
+                    };
+                    if let Some(ticket) = queued {
+                        e.busy = Some(b);
+                        return Next::Queued(ticket);
+                    }
+                    if !b.work.sleep.is_zero() {
+                        let due = Instant::now() + b.work.sleep;
+                        e.busy = Some(b);
+                        return Next::Busy(due);
+                    }
+                    let resp = app.finish_inline_work(&b.work);
+                    let next = answer(app, e, &resp, b.keep_alive, head);
+                    app.inline_written();
+                    next
+                }
             }
+        } else {
+            return Next::Worker(Vec::new(), false);
+        };
+        if let Some(next) = next {
+            return next;
         }
-        if !keep {
-            return Next::Close;
-        }
-        e.idle_since = Instant::now();
     }
 }

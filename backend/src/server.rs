@@ -98,6 +98,29 @@ impl Response {
     }
 }
 
+/// A /work request the reactor serves without a thread (io/sleep mode):
+/// it waits for a slot as an asynchronous waiter of the gate, then holds
+/// the slot until `sleep` has passed.
+pub struct InlineWork {
+    arrival: Instant,
+    rif_at_arrival: u64,
+    iterations: u64,
+    /// When it got its slot.
+    started: Instant,
+    /// How long it stays in its slot (drawn when it gets one).
+    pub sleep: Duration,
+}
+
+/// How the reactor goes on with a /work request (see try_start_work).
+pub enum InlineStart {
+    /// Admitted, with its gate ticket while it waits for a slot (None: in
+    /// service now).
+    Admitted(InlineWork, Option<u64>),
+    /// Answered at once (400, 503), and whether the request counts in RIF
+    /// (then call `inline_written` after writing the answer).
+    Answer(Response, bool),
+}
+
 /// Decrements RIF when dropped, i.e. after the response has been written.
 pub struct RifToken<'a>(&'a AtomicU64);
 
@@ -326,14 +349,7 @@ impl App {
     fn work(&self, req: &Request, client_gone: &mut dyn FnMut() -> bool) -> Outcome<'_> {
         let iterations = match App::iterations(req) {
             Ok(n) => n,
-            Err(e) => {
-                self.meter().answered(self.now_ns(), false);
-                return Outcome::Respond(
-                    Response::json(400, format!("{{\"error\":{}}}", quote(&e)))
-                        .feedback(self.gate.queued(), Duration::ZERO),
-                    None,
-                );
-            }
+            Err(e) => return Outcome::Respond(self.bad_work(&e), None),
         };
         let arrival = Instant::now();
         let rif_at_arrival = self.rif.fetch_add(1, Ordering::SeqCst);
@@ -378,25 +394,48 @@ impl App {
         let started = Instant::now();
         self.meter().start(self.now_ns());
         let queue = started - arrival;
-        let draw = |mean: f64| {
-            let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
-            self.cfg.distribution.draw(mean, &mut rng)
-        };
         match self.cfg.mode {
-            Mode::Io | Mode::Sleep => {
-                let mean_ns = self.cfg.service_time.as_nanos() as f64 * iterations as f64 / 1000.0
-                    * self.cfg.slow;
-                let ns = draw(mean_ns);
-                thread::sleep(Duration::from_nanos(ns.min(1e18) as u64));
-            }
+            Mode::Io | Mode::Sleep => thread::sleep(self.io_sleep(iterations)),
             Mode::Cpu => {
                 let mean = iterations as f64 * self.cfg.cpu_rounds as f64 * self.cfg.slow;
-                let rounds = draw(mean).round() as u64;
+                let rounds = {
+                    let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+                    self.cfg.distribution.draw(mean, &mut rng).round() as u64
+                };
                 std::hint::black_box(hash::chain(rif_at_arrival ^ iterations, rounds));
             }
         }
         let service = started.elapsed();
         drop(permit);
+        let resp = self.served(rif_at_arrival, arrival, iterations, queue, service);
+        Outcome::Respond(resp, Some(token))
+    }
+
+    /// The 400 for bad /work input.
+    fn bad_work(&self, e: &str) -> Response {
+        self.meter().answered(self.now_ns(), false);
+        Response::json(400, format!("{{\"error\":{}}}", quote(e)))
+            .feedback(self.gate.queued(), Duration::ZERO)
+    }
+
+    /// The time in the slot of an io/sleep-mode request.
+    fn io_sleep(&self, iterations: u64) -> Duration {
+        let mean_ns =
+            self.cfg.service_time.as_nanos() as f64 * iterations as f64 / 1000.0 * self.cfg.slow;
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        let ns = self.cfg.distribution.draw(mean_ns, &mut rng);
+        Duration::from_nanos(ns.min(1e18) as u64)
+    }
+
+    /// Accounts a request that has left its slot and builds its answer.
+    fn served(
+        &self,
+        rif_at_arrival: u64,
+        arrival: Instant,
+        iterations: u64,
+        queue: Duration,
+        service: Duration,
+    ) -> Response {
         {
             let now = self.now_ns();
             let mut load = self.meter();
@@ -412,10 +451,87 @@ impl App {
             rif_at_arrival,
             iterations
         );
-        Outcome::Respond(
-            Response::json(200, body).feedback(self.gate.queued(), service),
-            Some(token),
+        Response::json(200, body).feedback(self.gate.queued(), service)
+    }
+
+    /// For the reactor: admits a /work request when it can be served
+    /// without a thread: io or sleep mode, no work fault, GET/HEAD/POST.
+    /// None: serve it on a worker (405, faults, cpu mode).
+    pub fn try_start_work(&self, req: &Request) -> Option<InlineStart> {
+        if !matches!(self.cfg.mode, Mode::Io | Mode::Sleep)
+            || !matches!(self.cfg.work_fault, WorkFault::None)
+            || !matches!(req.method.as_str(), "GET" | "HEAD" | "POST")
+        {
+            return None;
+        }
+        let iterations = match App::iterations(req) {
+            Ok(n) => n,
+            Err(e) => return Some(InlineStart::Answer(self.bad_work(&e), false)),
+        };
+        let arrival = Instant::now();
+        let rif_at_arrival = self.rif.fetch_add(1, Ordering::SeqCst);
+        let mut w = InlineWork {
+            arrival,
+            rif_at_arrival,
+            iterations,
+            started: arrival,
+            sleep: Duration::ZERO,
+        };
+        match self.gate.enqueue_async() {
+            Ok(None) => {
+                self.begin_inline_service(&mut w);
+                Some(InlineStart::Admitted(w, None))
+            }
+            Ok(Some(ticket)) => Some(InlineStart::Admitted(w, Some(ticket))),
+            Err(_) => {
+                self.meter().answered(self.now_ns(), true);
+                let resp = Response::json(503, "{\"error\":\"queue full\"}".into())
+                    .feedback(self.gate.queued(), Duration::ZERO);
+                Some(InlineStart::Answer(resp, true))
+            }
+        }
+    }
+
+    /// The request got its slot: its service begins.
+    pub fn begin_inline_service(&self, w: &mut InlineWork) {
+        w.started = Instant::now();
+        self.meter().start(self.now_ns());
+        w.sleep = self.io_sleep(w.iterations);
+    }
+
+    /// A waiting request whose client went away leaves the queue (and RIF).
+    pub fn cancel_inline(&self, ticket: u64) {
+        self.gate.cancel_async(ticket);
+        self.rif.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Ends an inline request once its sleep has passed: gives the slot
+    /// back and builds the answer. Call `inline_written` after writing it.
+    pub fn finish_inline_work(&self, w: &InlineWork) -> Response {
+        let service = w.started.elapsed();
+        self.gate.give_back();
+        self.served(
+            w.rif_at_arrival,
+            w.arrival,
+            w.iterations,
+            w.started - w.arrival,
+            service,
         )
+    }
+
+    /// Calls `f` when a waiting inline request is handed a slot.
+    pub fn on_inline_grant(&self, f: crate::gate::Notify) {
+        self.gate.set_async_notify(f);
+    }
+
+    /// Inline requests handed a slot since the last call (their tickets).
+    pub fn inline_grants(&self, out: &mut Vec<u64>) {
+        self.gate.take_async_grants(out);
+    }
+
+    /// RIF counts a request until its answer has been written.
+    pub fn inline_written(&self) {
+        self.rif.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn record(&self, rif_at_arrival: u64, arrival: Instant) {

@@ -3,8 +3,10 @@
 //! its requests-in-flight and latency estimate on /prequal/probe, and can
 //! misbehave on purpose (probe and work fault modes, antagonists).
 //!
-//! Standard library only: a thread per open connection over std::net
-//! (threads are reused; at most --max-connections), with keep-alive;
+//! Standard library only: on Linux one reactor thread (epoll) holds idle
+//! connections and serves probes and io/sleep-mode /work itself; anything
+//! else runs on reused worker threads (at most --max-connections); with
+//! keep-alive;
 //! SIGTERM/SIGINT keep serving for a grace period, then stop
 //! accepting, finish in-flight work and exit 0; a second signal exits at
 //! once (status 1).

@@ -28,8 +28,9 @@ trap cleanup EXIT
 go build -o "$work/benchload" ./hack/benchload
 
 # nginx in the foreground, one process (no master), so its pid is the one
-# doing the work. The backend answers {} itself: the cheapest backend there
-# is, so the proxies' own cost dominates.
+# doing the work. The backend answers {} itself (the cheapest backend there
+# is, so the proxies' own cost dominates) and probes with a valid idle
+# answer without a timestamp, so prequal's probes succeed.
 start_nginx() { # name server-block
   mkdir -p "$work/$1"
   cat > "$work/$1/nginx.conf" <<NGINX
@@ -43,7 +44,8 @@ NGINX
   nginx -p "$work/$1" -c nginx.conf &
   pids+=($!)
 }
-start_nginx backend "server { listen 127.0.0.1:18180; keepalive_requests 1000000; location / { return 200 '{}'; } }"
+start_nginx backend "server { listen 127.0.0.1:18180; keepalive_requests 1000000; location / { return 200 '{}'; }
+  location = /prequal/probe { return 200 '{\"rif\":0,\"latency_median_ms\":null,\"samples\":0}'; } }"
 be_pid=${pids[-1]}
 start_nginx proxy "upstream be { server 127.0.0.1:18180; keepalive 64; keepalive_requests 1000000; }
   server { listen 127.0.0.1:18181; keepalive_requests 1000000;
@@ -107,3 +109,7 @@ for r in $(seq "$rounds"); do
 done
 echo
 "$work/benchload" summary <"$out"
+# A sanity check on the prequal numbers: its probes must have succeeded.
+curl -fsS "http://127.0.0.1:18193/metrics" | awk '/^prequal_probe_results_total/ {
+  match($0, /outcome="[a-z]+"/); o = substr($0, RSTART + 9, RLENGTH - 10); n[o] += $NF }
+  END { printf "\nPrequal ingress probe outcomes over the whole run:"; for (o in n) printf " %s %d", o, n[o]; print "" }'

@@ -282,6 +282,16 @@ impl Gen {
     }
 }
 
+thread_local! {
+    /// Cases where parse_simple accepted the input (checked against
+    /// read_request).
+    static SIMPLE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn seen_simple(n: u64) {
+    SIMPLE.with(|c| c.set(c.get() + n));
+}
+
 /// Runs one case: 1-3 pipelined requests, perhaps truncated, perhaps with
 /// raw byte mutations (then only "no panic" and the caps are checked).
 fn run_case(g: &mut Gen, seen: &mut [u64; 6]) -> Result<(), String> {
@@ -340,6 +350,35 @@ fn run_case(g: &mut Gen, seen: &mut [u64; 6]) -> Result<(), String> {
         3 => 1000,
         _ => 65536,
     };
+    // The reactor answers what parse_simple accepts without read_request:
+    // whatever it accepts, read_request must read the same request from
+    // the same bytes, and consume the same bytes.
+    if let Some((simple, used)) = crate::http::parse_simple(&bytes) {
+        let mut full = Conn::new(Mock {
+            input: Cursor::new(bytes.clone()),
+            output: Vec::new(),
+            step: 65536,
+        });
+        match full.read_request(|| true) {
+            Ok(r) if r == simple => {}
+            other => {
+                return Err(format!(
+                    "parse_simple read {}, read_request {}",
+                    short(&format!("{simple:?}")),
+                    short(&format!("{other:?}"))
+                ))
+            }
+        }
+        let (mock, buf) = full.into_parts();
+        let left = buf.len() + bytes.len() - mock.input.position() as usize;
+        if left != bytes.len() - used {
+            return Err(format!(
+                "parse_simple used {used} bytes, read_request {}",
+                bytes.len() - left
+            ));
+        }
+        seen_simple(1);
+    }
     let mut conn = Conn::new(Mock {
         input: Cursor::new(bytes),
         output: Vec::new(),
@@ -438,6 +477,8 @@ fn fuzz(seed: u64, cases: u64, until: Option<Instant>) -> (u64, [u64; 6]) {
 fn structured_fuzz_20k() {
     let (n, seen) = fuzz(15, 20_000, None);
     assert_eq!(n, 20_000);
+    let simple = SIMPLE.with(|c| c.get());
+    assert!(simple >= 100, "parse_simple accepted only {simple} cases");
     // Every outcome is exercised, so no oracle is vacuous.
     for (i, what) in [
         "well-formed",

@@ -27,6 +27,12 @@ func TestParseReply(t *testing.T) {
 			loadbalancer.ProbeReply{}},
 		{"seed without timestamp", `{"rif":1,"latency_median_ms":2}`, loadbalancer.ProbeOK,
 			loadbalancer.ProbeReply{RIF: 1, Latency: 2 * time.Millisecond, LatencyKnown: true}},
+		{"load report", `{"rif":1,"timestamp_ms":1700000000000,"qps":12.5,"eps":0.5,"utilization":0.25}`, loadbalancer.ProbeOK,
+			loadbalancer.ProbeReply{RIF: 1, QPS: 12.5, EPS: 0.5, Utilization: 0.25, LoadKnown: true}},
+		{"load report without utilization (unlimited backend)", `{"rif":1,"qps":12.5,"eps":0}`, loadbalancer.ProbeOK,
+			loadbalancer.ProbeReply{RIF: 1, QPS: 12.5}},
+		{"load field null after a value", `{"rif":1,"qps":3,"qps":null,"eps":0,"utilization":0}`, loadbalancer.ProbeOK,
+			loadbalancer.ProbeReply{RIF: 1}},
 		{"unknown fields ignored", `{"rif":1,"extra":true,"timestamp_ms":1700000000000}`, loadbalancer.ProbeOK,
 			loadbalancer.ProbeReply{RIF: 1}},
 		{"stale in the past", `{"rif":1,"timestamp_ms":1699999990000}`, loadbalancer.ProbeStale, loadbalancer.ProbeReply{}},
@@ -54,11 +60,13 @@ func FuzzParseReply(f *testing.F) {
 	f.Add([]byte(`{"rif":3,"latency_median_ms":12.5,"timestamp_ms":1700000000000,"samples":9}`))
 	f.Add([]byte(`{"rif":0,"latency_median_ms":null}`))
 	f.Add([]byte(`{"rif":1e3}`))
+	f.Add([]byte(`{"rif":1,"qps":11.111,"eps":0.000,"utilization":0.0000}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rep, out := ParseReply(body, t0, 5*time.Second)
 		switch out {
 		case loadbalancer.ProbeOK:
-			if rep.RIF < 0 || rep.Latency < 0 || (!rep.LatencyKnown && rep.Latency != 0) {
+			if rep.RIF < 0 || rep.Latency < 0 || (!rep.LatencyKnown && rep.Latency != 0) ||
+				rep.QPS < 0 || rep.EPS < 0 || !(rep.Utilization >= 0 && rep.Utilization <= 1) {
 				t.Fatalf("accepted an invalid reply %+v from %q", rep, body)
 			}
 		case loadbalancer.ProbeMalformed, loadbalancer.ProbeStale:

@@ -58,7 +58,7 @@ func ParseReply(body []byte, now time.Time, staleAfter time.Duration) (loadbalan
 			return loadbalancer.ProbeReply{}, loadbalancer.ProbeStale
 		}
 	}
-	out := loadbalancer.ProbeReply{RIF: int(r.rif)}
+	out := loadbalancer.ProbeReply{RIF: int(r.rif), QPS: r.qps, EPS: r.eps, Utilization: r.utilization, LoadKnown: r.loadKnown()}
 	if r.hasLatency {
 		out.LatencyKnown = true
 		out.Latency = time.Duration(r.latencyMS * float64(time.Millisecond))
@@ -115,6 +115,16 @@ func decodeReply(body []byte, r *wireReply) error {
 	}
 	if !r.hasRIF {
 		return errMalformed
+	}
+	// A load field given and then null is absent: no stale value.
+	if !r.hasQPS {
+		r.qps = 0
+	}
+	if !r.hasEPS {
+		r.eps = 0
+	}
+	if !r.hasUtil {
+		r.utilization = 0
 	}
 	const maxRIF = 1 << 31
 	const maxLatencyMS = 24 * 3600 * 1000 // a day; anything above is nonsense

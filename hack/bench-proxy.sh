@@ -15,11 +15,16 @@
 # then a markdown summary (medians, ratios to nginx).
 #
 #   hack/bench-proxy.sh [ROUNDS] [DURATION] [CONNECTIONS] [RATE] [RATE_DURATION]
+#
+# INGRESS_BIN runs that prequalbench binary instead of building bin/; with
+# COMPARE_BIN set, its ingress joins the rounds as cmp-ingress-rr and
+# cmp-ingress-prequal, for a change measured side by side with its parent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"; dur="${2:-10s}"; conns="${3:-64}"; rate="${4:-1000}"; rdur="${5:-5s}"
 for t in nginx wrk curl; do command -v "$t" >/dev/null || { echo "bench-proxy: $t not found (apt-get install nginx wrk curl)" >&2; exit 2; }; done
-make -s build >/dev/null
+ingress_bin="${INGRESS_BIN:-}"
+[ -n "$ingress_bin" ] || { make -s build >/dev/null; ingress_bin=bin/prequalbench; }
 
 work=$(mktemp -d)
 pids=()
@@ -52,7 +57,7 @@ start_nginx proxy "upstream be { server 127.0.0.1:18180; keepalive 64; keepalive
     location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; } }"
 nginx_pid=${pids[-1]}
 
-start_ingress() { # name algorithm port adminport
+start_ingress() { # name algorithm port adminport binary
   cat > "$work/$1.yaml" <<YAML
 routes:
   - name: bench
@@ -60,44 +65,51 @@ routes:
     algorithm: $2
     endpoints: ["127.0.0.1:18180"]
 YAML
-  bin/prequalbench ingress --source file --routes "$work/$1.yaml" --listen "127.0.0.1:$3" \
+  "$5" ingress --source file --routes "$work/$1.yaml" --listen "127.0.0.1:$3" \
     --admin-listen "127.0.0.1:$4" --log-level warn 2>"$work/$1.log" &
   pids+=($!)
 }
-start_ingress rr round-robin 18182 18192
-rr_pid=${pids[-1]}
-start_ingress pq prequal 18183 18193
-pq_pid=${pids[-1]}
-for port in 18180 18181 18182 18183; do
+targets=(direct:18180:: nginx:18181:$nginx_pid:)
+start_ingress rr round-robin 18182 18192 "$ingress_bin"
+targets+=(ingress-rr:18182:${pids[-1]}:)
+start_ingress pq prequal 18183 18193 "$ingress_bin"
+targets+=(ingress-prequal:18183:${pids[-1]}:18193)
+if [ -n "${COMPARE_BIN:-}" ]; then
+  start_ingress cmp-rr round-robin 18184 18194 "$COMPARE_BIN"
+  targets+=(cmp-ingress-rr:18184:${pids[-1]}:)
+  start_ingress cmp-pq prequal 18185 18195 "$COMPARE_BIN"
+  targets+=(cmp-ingress-prequal:18185:${pids[-1]}:18195)
+fi
+for t in "${targets[@]}"; do
+  IFS=: read -r _ port _ _ <<<"$t"
   for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
   curl -fsS "http://127.0.0.1:$port/" >/dev/null || { echo "bench-proxy: nothing answers on 127.0.0.1:$port" >&2; exit 1; }
 done
 
 tck=$(getconf CLK_TCK)
 cpu() { [ -n "$1" ] && awk '{print $14+$15}' "/proc/$1/stat" || echo 0; } # ticks
-probes() { curl -fsS "http://127.0.0.1:18193/metrics" | awk '/^prequal_probes_sent_total/ {s+=$2} END {printf "%d", s}'; }
+probes() { [ -n "$1" ] && curl -fsS "http://127.0.0.1:$1/metrics" | awk '/^prequal_probes_sent_total/ {s+=$2} END {printf "%d", s}' || echo 0; }
 per_req() { # ticks-before ticks-after requests -> µs per request, or - without a process
   [ -n "$4" ] || { echo -; return; }
   awk -v a="$1" -v b="$2" -v n="$3" -v t="$tck" 'BEGIN {printf "%.1f", (n > 0 ? (b-a)*1e6/t/n : 0)}'
 }
 to_ms() { awk '{v=$1; if (v ~ /us$/) v=v/1000; else if (v ~ /ms$/) v=v+0; else if (v ~ /s$/) v=v*1000; printf "%.3f", v}' <<<"$1"; }
 
-targets=(direct:18180: nginx:18181:$nginx_pid ingress-rr:18182:$rr_pid ingress-prequal:18183:$pq_pid)
 out="$work/results.tsv"
 printf "round\ttarget\trps\tp50_ms\tp99_ms\tproxy_cpu_us_req\tbackend_cpu_us_req\tprobes_per_req\tfr_requests\tfr_rate\tfr_errors\tfr_p50_ms\tfr_p99_ms\tfr_proxy_cpu_us_req\tfr_backend_cpu_us_req\n" | tee "$out"
 for r in $(seq "$rounds"); do
   for k in $(seq 0 $((${#targets[@]} - 1))); do
     t=${targets[$(((k + r - 1) % ${#targets[@]}))]}
-    IFS=: read -r name port pid <<<"$t"
+    IFS=: read -r name port pid admin <<<"$t"
     url="http://127.0.0.1:$port/"
     # Saturation.
-    p0=$(cpu "$pid"); b0=$(cpu "$be_pid"); q0=0; [ "$name" = ingress-prequal ] && q0=$(probes)
+    p0=$(cpu "$pid"); b0=$(cpu "$be_pid"); q0=$(probes "$admin")
     w=$(timeout 120 wrk -t1 -c"$conns" -d"$dur" --latency "$url")
-    p1=$(cpu "$pid"); b1=$(cpu "$be_pid"); q1=0; [ "$name" = ingress-prequal ] && q1=$(probes)
+    p1=$(cpu "$pid"); b1=$(cpu "$be_pid"); q1=$(probes "$admin")
     n=$(awk '/requests in/ {print $1}' <<<"$w")
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$w")
     p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$w")"); p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$w")")
-    ppr=-; [ "$name" = ingress-prequal ] && ppr=$(awk -v a="$q0" -v b="$q1" -v n="$n" 'BEGIN {printf "%.2f", (n > 0 ? (b-a)/n : 0)}')
+    ppr=-; [ -n "$admin" ] && ppr=$(awk -v a="$q0" -v b="$q1" -v n="$n" 'BEGIN {printf "%.2f", (n > 0 ? (b-a)/n : 0)}')
     sat="$rps\t$p50\t$p99\t$(per_req "$p0" "$p1" "$n" "$pid")\t$(per_req "$b0" "$b1" "$n" "$be_pid")\t$ppr"
     # Fixed rate.
     p0=$(cpu "$pid"); b0=$(cpu "$be_pid")
@@ -109,7 +121,11 @@ for r in $(seq "$rounds"); do
 done
 echo
 "$work/benchload" summary <"$out"
-# A sanity check on the prequal numbers: its probes must have succeeded.
-curl -fsS "http://127.0.0.1:18193/metrics" | awk '/^prequal_probe_results_total/ {
-  match($0, /outcome="[a-z]+"/); o = substr($0, RSTART + 9, RLENGTH - 10); n[o] += $NF }
-  END { printf "\nPrequal ingress probe outcomes over the whole run:"; for (o in n) printf " %s %d", o, n[o]; print "" }'
+# A sanity check on the prequal numbers: their probes must have succeeded.
+for t in "${targets[@]}"; do
+  IFS=: read -r name _ _ admin <<<"$t"
+  [ -n "$admin" ] || continue
+  curl -fsS "http://127.0.0.1:$admin/metrics" | awk -v name="$name" '/^prequal_probe_results_total/ {
+    match($0, /outcome="[a-z]+"/); o = substr($0, RSTART + 9, RLENGTH - 10); n[o] += $NF }
+    END { printf "%s probe outcomes over the whole run:", name; for (o in n) printf " %s %d", o, n[o]; print "" }'
+done

@@ -167,12 +167,17 @@ func summary(in io.Reader, out io.Writer) error {
 			num("%.1f", med(t, "backend_cpu_us_req")))
 	}
 	// Ingress CPU per probe: the prequal ingress's extra CPU per request over
-	// round-robin's, divided by the probes it sent per request (its
-	// prequal_probes_sent_total counter). It also holds prequal's pick.
-	if ppr := med("ingress-prequal", "probes_per_req"); ppr > 0 {
-		extra := med("ingress-prequal", "proxy_cpu_us_req") - med("ingress-rr", "proxy_cpu_us_req")
-		fmt.Fprintf(out, "\nIngress CPU per probe ≈ %s µs (prequal − round-robin CPU per request at saturation = %s µs, over %s probes per request from prequal_probes_sent_total; includes prequal's pick).\n",
-			num("%.1f", extra/ppr), num("%.1f", extra), num("%.2f", ppr))
+	// round-robin's (same binary), divided by the probes it sent per request
+	// (its prequal_probes_sent_total counter). It also holds prequal's pick.
+	for _, prefix := range []string{"", "cmp-"} {
+		pq, rr := prefix+"ingress-prequal", prefix+"ingress-rr"
+		ppr := med(pq, "probes_per_req")
+		if vals[pq] == nil || vals[rr] == nil || !(ppr > 0) {
+			continue
+		}
+		extra := med(pq, "proxy_cpu_us_req") - med(rr, "proxy_cpu_us_req")
+		fmt.Fprintf(out, "\n%s CPU per probe ≈ %s µs (%s − %s CPU per request at saturation = %s µs, over %s probes per request from prequal_probes_sent_total; includes prequal's pick).\n",
+			pq, num("%.1f", extra/ppr), pq, rr, num("%.1f", extra), num("%.2f", ppr))
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func TestSummary_MediansAndRatios(t *testing.T) {
 		"| nginx | 20000 | 1.00 | 2.00 | 5.00 | 0.500 | 0.300 | 2.000 | 0 | 20.0 | 1.00 | 10.0 |",
 		"| ingress-rr | 10000 | 0.50 |",
 		"| 40.0 | 2.00 | 10.0 |",
-		"Ingress CPU per probe ≈ 10.0 µs",
+		"ingress-prequal CPU per probe ≈ 10.0 µs",
 		"| direct | 50000 | 2.50 | 0.50 | 1.00 | 0.200 | 0.000 | 1.000 | 0 | – | – | 8.0 |",
 	} {
 		if !strings.Contains(s, want) {

@@ -99,21 +99,15 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	// Averse endpoints take part only when every endpoint is averse; a
 	// pick counts as an aversion when an averse one was at least as idle
 	// as the chosen. One pass finds the fewest in flight among the healthy
-	// (and how many tie) and among all; an endpoint busier than the
-	// healthy best so far cannot matter, so its aversion is not asked.
+	// (and how many tie); an endpoint busier than the healthy best so far
+	// cannot matter, so its aversion is not asked.
 	least, ties, averseLeast := math.MaxInt, 0, math.MaxInt
-	leastAll, tiesAll := math.MaxInt, 0
-	for i := range l.eps {
-		f := l.gates[i].inFlight
-		switch {
-		case f < leastAll:
-			leastAll, tiesAll = f, 1
-		case f == leastAll:
-			tiesAll++
-		}
+	for i := range l.gates {
+		g := &l.gates[i]
+		f := g.inFlight
 		switch {
 		case f > least:
-		case l.averse(i):
+		case l.nowClock < g.until || l.nowClock > g.stallAt: // averse, read from the gate in hand
 			averseLeast = min(averseLeast, f)
 		case f < least:
 			least, ties = f, 1
@@ -123,7 +117,17 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	}
 	allAverse := ties == 0
 	if allAverse {
-		least, ties = leastAll, tiesAll
+		// Every endpoint is averse: the rule over all of them (a second
+		// pass, only then).
+		least, ties = math.MaxInt, 0
+		for i := range l.gates {
+			switch f := l.gates[i].inFlight; {
+			case f < least:
+				least, ties = f, 1
+			case f == least:
+				ties++
+			}
+		}
 	} else if averseLeast <= least {
 		l.aversions++
 	}

@@ -63,6 +63,8 @@ type campaignRunFlags struct {
 	backendImage string
 	proxyURLs    []string
 	serviceType  string
+	// external env: its config file
+	external string
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -122,6 +124,7 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl.StringVar(&f.backendImage, "backend-image", "", "kind and kube envs: backend image in the rendered Deployments (default: the one 'cluster up' recorded, else "+kind.DefaultBackendImage+")")
 	fl.StringSliceVar(&f.proxyURLs, "proxy-url", nil, "kube env: the ingress's address for the load, http://HOST:PORT (default: the LoadBalancer address, else the proxy NodePort on the ingress pods' nodes); admin calls and resets use port-forwarding")
 	fl.StringVar(&f.serviceType, "service-type", "NodePort", "kube env: NodePort, or LoadBalancer to also publish the proxy port through a LoadBalancer Service")
+	fl.StringVar(&f.external, "external", "", "external env: config file naming the ingress URL(s), the setAlgorithm and reset hooks and the backends (see examples/external/)")
 	return c
 }
 

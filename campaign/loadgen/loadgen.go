@@ -1,0 +1,266 @@
+// Package loadgen is the contract between the campaign and a load
+// generator running elsewhere (a pod of a generator Job): the Spec it
+// runs, handed over as JSON, and the Report it prints as one line of its
+// log, which carries the whole accounting of load.Result (counters and
+// every HDR histogram, V2-encoded, per-second rows with their
+// histograms), so the campaign merges the generators' shares exactly
+// (load.Merge) after reading their logs through the API server.
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/load"
+)
+
+// Spec is what one generator runs: one shard of a run's load, starting
+// at StartAt (every shard the same), so the shards' seconds line up.
+type Spec struct {
+	StartAt time.Time    `json:"start_at"`
+	Shard   int          `json:"shard"`
+	Shards  int          `json:"shards"`
+	Targets []Target     `json:"targets"`
+	Open    []load.Phase `json:"open,omitempty"`
+	// Closed loop.
+	Users     int           `json:"users,omitempty"`
+	Duration  time.Duration `json:"duration_ns,omitempty"`
+	ThinkTime time.Duration `json:"think_time_ns,omitempty"`
+
+	Timeout        time.Duration `json:"timeout_ns,omitempty"`
+	MaxWorkers     int           `json:"max_workers,omitempty"`
+	Connections    int           `json:"connections,omitempty"`
+	MaxConnections int           `json:"max_connections,omitempty"`
+	Seed           uint64        `json:"seed"`
+	Warmup         time.Duration `json:"warmup_ns,omitempty"`
+	WarmupRate     float64       `json:"warmup_rate,omitempty"`
+}
+
+// Target is load.Target without the body and headers (the scenarios
+// send GETs).
+type Target struct {
+	URL    string  `json:"url"`
+	Host   string  `json:"host,omitempty"`
+	Weight float64 `json:"weight"`
+}
+
+// NewSpec is shard of shards of cfg, starting at start. Callbacks and
+// the client are not carried; the shard keeps its per-second histograms.
+func NewSpec(cfg load.Config, shard, shards int, start time.Time) Spec {
+	s := Spec{
+		StartAt: start.UTC(), Shard: shard, Shards: shards, Open: cfg.Open,
+		Users: cfg.Users, Duration: cfg.Duration, ThinkTime: cfg.ThinkTime, Timeout: cfg.Timeout,
+		MaxWorkers: cfg.MaxWorkers, Connections: cfg.Connections, MaxConnections: cfg.MaxConnections,
+		Seed: cfg.Seed, Warmup: cfg.Warmup, WarmupRate: cfg.WarmupRate,
+	}
+	for _, t := range cfg.Targets {
+		s.Targets = append(s.Targets, Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
+	}
+	return s
+}
+
+// Config is the load.Config of s.
+func (s Spec) Config() load.Config {
+	c := load.Config{
+		Open: s.Open, Users: s.Users, Duration: s.Duration, ThinkTime: s.ThinkTime, Timeout: s.Timeout,
+		MaxWorkers: s.MaxWorkers, Connections: s.Connections, MaxConnections: s.MaxConnections,
+		Seed: s.Seed, Warmup: s.Warmup, WarmupRate: s.WarmupRate,
+		Shard: s.Shard, Shards: s.Shards, SecondHistograms: true,
+	}
+	for _, t := range s.Targets {
+		c.Targets = append(c.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
+	}
+	return c
+}
+
+// ReportKey starts the one log line that holds a generator's Report.
+const ReportKey = `{"prequalbench_loadgen_report":`
+
+// Report is a generator's outcome: its shard and its whole accounting,
+// or the error that stopped it.
+type Report struct {
+	Version int    `json:"prequalbench_loadgen_report"`
+	Shard   int    `json:"shard"`
+	Shards  int    `json:"shards"`
+	Error   string `json:"error,omitempty"`
+	Result  *Wire  `json:"result,omitempty"`
+}
+
+// Wire is load.Result in JSON, histograms V2-encoded (base64 text).
+type Wire struct {
+	Model             string            `json:"model"`
+	Users             int               `json:"users,omitempty"`
+	Histogram         string            `json:"histogram"`
+	Pessimistic       string            `json:"pessimistic"`
+	SendLag           string            `json:"send_lag"`
+	ConnWait          string            `json:"conn_wait"`
+	Series            []WireSecond      `json:"series"`
+	StatusCodes       map[string]uint64 `json:"status_codes"`
+	Sent              uint64            `json:"sent"`
+	Completed         uint64            `json:"completed"`
+	CompletedInWindow uint64            `json:"completed_in_window"`
+	Succeeded         uint64            `json:"succeeded"`
+	Failed4xx         uint64            `json:"failed_4xx"`
+	Failed5xx         uint64            `json:"failed_5xx"`
+	Timeouts          uint64            `json:"timeouts"`
+	ConnErrors        uint64            `json:"conn_errors"`
+	Errors            uint64            `json:"errors"`
+	Outstanding       uint64            `json:"outstanding"`
+	Clamped           uint64            `json:"clamped"`
+	Late              uint64            `json:"late"`
+	Dropped           uint64            `json:"dropped"`
+	ConnCap           int               `json:"conn_cap"`
+	ConnCapBound      uint64            `json:"conn_cap_bound"`
+	Duration          time.Duration     `json:"duration_ns"`
+	TargetRate        float64           `json:"target_rate"`
+}
+
+// WireSecond is one row of the series with its success histogram.
+type WireSecond struct {
+	Second    int           `json:"second"`
+	Sent      uint64        `json:"sent"`
+	Completed uint64        `json:"completed"`
+	Succeeded uint64        `json:"succeeded"`
+	Errors    uint64        `json:"errors"`
+	Late      uint64        `json:"late"`
+	P50       time.Duration `json:"p50_ns"`
+	P99       time.Duration `json:"p99_ns"`
+	Histogram string        `json:"histogram,omitempty"`
+}
+
+// Encode turns r into its wire form.
+func Encode(r *load.Result) (*Wire, error) {
+	w := &Wire{
+		Model: r.Model, Users: r.Users, StatusCodes: map[string]uint64{},
+		Sent: r.Sent, Completed: r.Completed, CompletedInWindow: r.CompletedInWindow, Succeeded: r.Succeeded,
+		Failed4xx: r.Failed4xx, Failed5xx: r.Failed5xx, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors,
+		Errors: r.Errors, Outstanding: r.Outstanding, Clamped: r.Clamped, Late: r.Late, Dropped: r.Dropped,
+		ConnCap: r.ConnCap, ConnCapBound: r.ConnCapBound, Duration: r.Duration, TargetRate: r.TargetRate,
+	}
+	for code, n := range r.StatusCodes {
+		w.StatusCodes[strconv.Itoa(code)] = n
+	}
+	var err error
+	for _, h := range []struct {
+		dst *string
+		src *hdrhistogram.Histogram
+	}{{&w.Histogram, r.Histogram}, {&w.Pessimistic, r.Pessimistic}, {&w.SendLag, r.SendLag}, {&w.ConnWait, r.ConnWait}} {
+		if *h.dst, err = encode(h.src); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range r.Series {
+		ws := WireSecond{Second: s.Second, Sent: s.Sent, Completed: s.Completed, Succeeded: s.Succeeded, Errors: s.Errors, Late: s.Late, P50: s.P50, P99: s.P99}
+		if s.Histogram != nil {
+			if ws.Histogram, err = encode(s.Histogram); err != nil {
+				return nil, err
+			}
+		}
+		w.Series = append(w.Series, ws)
+	}
+	return w, nil
+}
+
+func encode(h *hdrhistogram.Histogram) (string, error) {
+	if h == nil {
+		return "", nil
+	}
+	b, err := artifacts.EncodeHistogram(h)
+	return string(b), err
+}
+
+func decode(s string) (*hdrhistogram.Histogram, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return artifacts.DecodeHistogram([]byte(s))
+}
+
+// Decode reverses Encode.
+func (w *Wire) Decode() (*load.Result, error) {
+	r := &load.Result{
+		Model: w.Model, Users: w.Users, StatusCodes: map[int]uint64{},
+		Sent: w.Sent, Completed: w.Completed, CompletedInWindow: w.CompletedInWindow, Succeeded: w.Succeeded,
+		Failed4xx: w.Failed4xx, Failed5xx: w.Failed5xx, Timeouts: w.Timeouts, ConnErrors: w.ConnErrors,
+		Errors: w.Errors, Outstanding: w.Outstanding, Clamped: w.Clamped, Late: w.Late, Dropped: w.Dropped,
+		ConnCap: w.ConnCap, ConnCapBound: w.ConnCapBound, Duration: w.Duration, TargetRate: w.TargetRate,
+	}
+	for code, n := range w.StatusCodes {
+		c, err := strconv.Atoi(code)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: status code %q", code)
+		}
+		r.StatusCodes[c] = n
+	}
+	var err error
+	for _, h := range []struct {
+		dst **hdrhistogram.Histogram
+		src string
+	}{{&r.Histogram, w.Histogram}, {&r.Pessimistic, w.Pessimistic}, {&r.SendLag, w.SendLag}, {&r.ConnWait, w.ConnWait}} {
+		if *h.dst, err = decode(h.src); err != nil {
+			return nil, err
+		}
+	}
+	for _, ws := range w.Series {
+		s := load.Second{Second: ws.Second, Sent: ws.Sent, Completed: ws.Completed, Succeeded: ws.Succeeded, Errors: ws.Errors, Late: ws.Late, P50: ws.P50, P99: ws.P99}
+		if s.Histogram, err = decode(ws.Histogram); err != nil {
+			return nil, err
+		}
+		r.Series = append(r.Series, s)
+	}
+	return r, nil
+}
+
+// WriteReport writes rep as its one log line.
+func WriteReport(w io.Writer, rep Report) error {
+	rep.Version = 1
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// ReadReport finds the report line in a generator's log (other lines are
+// skipped) and returns its result; a report of a failed generator, or a
+// log without a report, is an error.
+func ReadReport(r io.Reader) (Report, *load.Result, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20) // histograms make long lines
+	var rep Report
+	found := false
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte(ReportKey)) {
+			continue
+		}
+		rep = Report{}
+		if err := json.Unmarshal(line, &rep); err != nil {
+			return rep, nil, fmt.Errorf("loadgen: report line: %w", err)
+		}
+		found = true
+	}
+	if err := sc.Err(); err != nil {
+		return rep, nil, fmt.Errorf("loadgen: read log: %w", err)
+	}
+	switch {
+	case !found:
+		return rep, nil, errors.New("loadgen: no report line in the log")
+	case rep.Error != "":
+		return rep, nil, fmt.Errorf("loadgen: shard %d of %d failed: %s", rep.Shard, rep.Shards, rep.Error)
+	case rep.Result == nil:
+		return rep, nil, fmt.Errorf("loadgen: shard %d of %d reported no result", rep.Shard, rep.Shards)
+	}
+	res, err := rep.Result.Decode()
+	return rep, res, err
+}

@@ -65,6 +65,8 @@ type campaignRunFlags struct {
 	serviceType  string
 	// external env: its config file
 	external string
+	// kind and kube envs: in-cluster load generator Jobs
+	generators int
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -125,6 +127,7 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl.StringSliceVar(&f.proxyURLs, "proxy-url", nil, "kube env: the ingress's address for the load, http://HOST:PORT (default: the LoadBalancer address, else the proxy NodePort on the ingress pods' nodes); admin calls and resets use port-forwarding")
 	fl.StringVar(&f.serviceType, "service-type", "NodePort", "kube env: NodePort, or LoadBalancer to also publish the proxy port through a LoadBalancer Service")
 	fl.StringVar(&f.external, "external", "", "external env: config file naming the ingress URL(s), the setAlgorithm and reset hooks and the backends (see examples/external/)")
+	fl.IntVar(&f.generators, "generators", 0, "kind and kube envs: send the load from this many generator Jobs inside the cluster to the ingress Service, merged exactly (0: from this machine through the published or forwarded proxy port)")
 	return c
 }
 

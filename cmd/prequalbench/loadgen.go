@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prequalbench/prequalbench/campaign"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/env/kube"
 	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/campaign/loadgen"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/spf13/cobra"
 )
 
@@ -78,4 +84,36 @@ func runShard(cmd *cobra.Command, s loadgen.Spec) (*load.Result, error) {
 		return nil, errors.New("loadgen: started " + (-wait).Round(time.Millisecond).String() + " after the common start time")
 	}
 	return load.Run(cmd.Context(), cfg)
+}
+
+// init wraps the kind and kube environments (registered by cluster.go,
+// whose init runs first) so --generators N sends the load from N
+// generator Jobs inside the cluster.
+func init() {
+	for _, name := range []string{"kind", "kube"} {
+		mk := campaignEnvs[name]
+		if mk == nil {
+			continue
+		}
+		campaignEnvs[name] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
+			if f.generators < 0 || f.generators > 1000 {
+				return nil, badInput(fmt.Errorf("--generators: got %d, want 0 to 1000", f.generators))
+			}
+			factory, err := mk(ctx, f, msg)
+			if err != nil || f.generators == 0 {
+				return factory, err
+			}
+			return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
+				e, err := factory(dir, s, seed)
+				if err != nil {
+					return e, err
+				}
+				k, ok := e.(*kube.Env)
+				if !ok {
+					return e, fmt.Errorf("--generators: the %s environment is not a cluster environment", name)
+				}
+				return k.InClusterLoad(f.generators), nil
+			}, nil
+		}
+	}
 }

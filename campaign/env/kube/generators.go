@@ -1,0 +1,265 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/campaign/loadgen"
+	"github.com/prequalbench/prequalbench/cluster/deploy"
+	"github.com/prequalbench/prequalbench/manifests"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Generators runs a run's load as N generator Jobs inside the cluster,
+// each sending its shard of the schedule to the ingress Service from a
+// common start time, and merges their reports, read from the pods' logs
+// through the API server, exactly (load.Merge).
+type Generators struct {
+	Kube      kubernetes.Interface
+	Namespace string
+	Image     string
+	Count     int
+	// ProxyURL is the ingress Service's in-cluster base URL, e.g.
+	// http://prequal-ingress.prequalbench-system.svc:8080; the targets
+	// keep their paths, queries and Host headers.
+	ProxyURL string
+	// Lead is the time from creating the Jobs to the common start, for
+	// scheduling and image pulls; default 30s. A pod that starts later
+	// than a second after it fails its shard rather than skew the seconds.
+	Lead time.Duration
+	// Logs opens a pod's log; default the API server's pods/log.
+	Logs func(ctx context.Context, namespace, pod string) (io.ReadCloser, error)
+	// Poll is the interval of the pod status checks; default 1s.
+	Poll time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+
+	runs int
+}
+
+func (g *Generators) defaults() {
+	if g.Lead <= 0 {
+		g.Lead = 30 * time.Second
+	}
+	if g.Poll <= 0 {
+		g.Poll = time.Second
+	}
+	if g.Now == nil {
+		g.Now = time.Now
+	}
+	if g.Logs == nil {
+		g.Logs = func(ctx context.Context, ns, pod string) (io.ReadCloser, error) {
+			return g.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: deploy.LoadgenContainer}).Stream(ctx)
+		}
+	}
+}
+
+// inCluster points every target at base, keeping path, query and Host.
+func inCluster(ts []load.Target, base string) ([]load.Target, error) {
+	b, err := url.Parse(base)
+	if err != nil || b.Host == "" {
+		return nil, fmt.Errorf("kube: generators: bad in-cluster proxy URL %q", base)
+	}
+	out := make([]load.Target, len(ts))
+	for i, t := range ts {
+		u, err := url.Parse(t.URL)
+		if err != nil {
+			return nil, err
+		}
+		u.Scheme, u.Host = b.Scheme, b.Host
+		t.URL = u.String()
+		out[i] = t
+	}
+	return out, nil
+}
+
+// Run creates the Jobs, calls the window's boundary callbacks on this
+// machine's clock at the common start's warmup and window ends, waits
+// for every generator pod, reads and merges their reports and deletes
+// the Jobs.
+func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, error) {
+	g.defaults()
+	if g.Count < 1 {
+		return nil, errors.New("kube: generators: count must be >= 1")
+	}
+	targets, err := inCluster(cfg.Targets, g.ProxyURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Targets = targets
+	g.runs++
+	run := fmt.Sprintf("%d-%d", g.Now().Unix()%100000, g.runs)
+	start := g.Now().Add(g.Lead)
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = load.DefaultTimeout
+	}
+	var specs []loadgen.Spec
+	for i := range g.Count {
+		specs = append(specs, loadgen.NewSpec(cfg, i, g.Count, start))
+	}
+	jobs, err := deploy.LoadgenJobs(deploy.LoadgenOptions{
+		Namespace: g.Namespace, Image: g.Image, Run: run, Specs: specs,
+		Deadline: g.Lead + cfg.Warmup + cfg.Window() + 2*timeout + time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	api := g.Kube.BatchV1().Jobs(g.Namespace)
+	defer func() {
+		// A finished run's Jobs are of no more use; a failed one's pods
+		// keep their logs until the TTL unless deleted, so delete both.
+		bg := metav1.DeletePropagationBackground
+		for _, j := range jobs {
+			_ = api.Delete(context.WithoutCancel(ctx), j.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+		}
+	}()
+	for _, j := range jobs {
+		if _, err := api.Create(ctx, j, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("kube: create generator Job %s: %w", j.Name, err)
+		}
+	}
+
+	// The boundaries on this machine's clock: the nodes' clocks are
+	// assumed in step (NTP), as the common start already assumes.
+	bctx, stopBoundaries := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, b := range []struct {
+			at time.Time
+			f  func()
+		}{{start.Add(cfg.Warmup), cfg.OnWindowStart}, {start.Add(cfg.Warmup + cfg.Window()), cfg.OnWindowEnd}} {
+			t := time.NewTimer(time.Until(b.at))
+			select {
+			case <-bctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if b.f != nil {
+				b.f()
+			}
+		}
+	}()
+	defer func() { stopBoundaries(); wg.Wait() }()
+
+	deadline := start.Add(cfg.Warmup + cfg.Window() + 2*timeout + time.Minute)
+	pods, err := g.waitPods(ctx, run, deadline)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]*load.Result, g.Count)
+	for shard, pod := range pods {
+		rc, err := g.Logs(ctx, g.Namespace, pod)
+		if err != nil {
+			return nil, fmt.Errorf("kube: generator %d log: %w", shard, err)
+		}
+		rep, res, err := loadgen.ReadReport(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("kube: generator %d (pod %s): %w", shard, pod, err)
+		}
+		if rep.Shard != shard || rep.Shards != g.Count {
+			return nil, fmt.Errorf("kube: pod %s reported shard %d of %d, want %d of %d", pod, rep.Shard, rep.Shards, shard, g.Count)
+		}
+		parts[shard] = res
+	}
+	// Wait for the window's end boundary before returning (the pods end
+	// after it, so it has fired unless the clocks disagree).
+	stopAt := time.NewTimer(time.Until(start.Add(cfg.Warmup + cfg.Window())))
+	select {
+	case <-ctx.Done():
+	case <-stopAt.C:
+	}
+	stopAt.Stop()
+	wg.Wait()
+	return load.Merge(parts)
+}
+
+// waitPods waits until every shard's pod has finished and returns the
+// pod name per shard; a failed pod is returned too (its log says why).
+func (g *Generators) waitPods(ctx context.Context, run string, deadline time.Time) (map[int]string, error) {
+	sel := deploy.LoadgenRunLabel + "=" + run
+	tick := time.NewTicker(g.Poll)
+	defer tick.Stop()
+	for {
+		list, err := g.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("kube: list generator pods: %w", err)
+		}
+		done := map[int]string{}
+		var waiting []string
+		for _, p := range list.Items {
+			var shard int
+			if _, err := fmt.Sscan(p.Labels[deploy.LoadgenShard], &shard); err != nil {
+				continue
+			}
+			switch p.Status.Phase {
+			case corev1.PodSucceeded, corev1.PodFailed:
+				done[shard] = p.Name
+			default:
+				waiting = append(waiting, fmt.Sprintf("%s %s", p.Name, p.Status.Phase))
+			}
+		}
+		if len(done) == g.Count {
+			return done, nil
+		}
+		if g.Now().After(deadline) {
+			return nil, fmt.Errorf("kube: generators: %d of %d finished by the deadline; waiting: %s", len(done), g.Count, strings.Join(waiting, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// WithGenerators is a kube Env whose load comes from in-cluster
+// generator Jobs instead of this machine (env.LoadDriver).
+type WithGenerators struct {
+	*Env
+	Gen *Generators
+}
+
+var _ env.LoadDriver = (*WithGenerators)(nil)
+
+// RunLoad runs cfg through the generators.
+func (w *WithGenerators) RunLoad(ctx context.Context, cfg load.Config) (*load.Result, error) {
+	return w.Gen.Run(ctx, cfg)
+}
+
+// Facts says the load came from N generator pods.
+func (w *WithGenerators) Facts() artifacts.Environment {
+	f := w.Env.Facts()
+	note := fmt.Sprintf("load from %d in-cluster generator pods (Jobs) to %s", w.Gen.Count, w.Gen.ProxyURL)
+	if f.Topology == "" {
+		f.Topology = note
+	} else {
+		f.Topology += "; " + note
+	}
+	return f
+}
+
+// InClusterLoad returns e with its load sent by n generator Jobs in the
+// workload namespace, running the ingress image (the project's binary),
+// to the ingress Service's proxy port.
+func (e *Env) InClusterLoad(n int) *WithGenerators {
+	return &WithGenerators{Env: e, Gen: &Generators{
+		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n,
+		ProxyURL: fmt.Sprintf("http://%s.%s.svc:%d", manifests.IngressName, manifests.SystemNamespace, manifests.ProxyPort),
+	}}
+}

@@ -1,0 +1,193 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/campaign/loadgen"
+	"github.com/prequalbench/prequalbench/cluster/deploy"
+	"github.com/prequalbench/prequalbench/internal/kubetest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// kubeletStandIn plays the Job controller and the kubelet for generator
+// Jobs: for each new Job it creates its pod, runs the pod's spec with the
+// real load engine in this process (the PREQUALBENCH_LOADGEN_SPEC the
+// container would get, through the `loadgen` code path's Spec.Config),
+// keeps what the container would have printed as the pod's log, and
+// marks the pod Succeeded.
+type kubeletStandIn struct {
+	mu   sync.Mutex
+	logs map[string]string
+	seen map[string]bool
+	jobs atomic.Int32
+}
+
+func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Interface, ns string) {
+	s.logs, s.seen = map[string]string{}, map[string]bool{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		list, err := k.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, j := range list.Items {
+			if s.seen[j.Name] {
+				continue
+			}
+			s.seen[j.Name] = true
+			s.jobs.Add(1)
+			c := j.Spec.Template.Spec.Containers[0]
+			var spec loadgen.Spec
+			if err := json.Unmarshal([]byte(c.Env[0].Value), &spec); err != nil {
+				t.Errorf("job %s: spec: %v", j.Name, err)
+				continue
+			}
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-pod", Namespace: ns, Labels: j.Spec.Template.Labels},
+				Spec:       j.Spec.Template.Spec,
+			}
+			p, err := k.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Errorf("job %s: create pod: %v", j.Name, err)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Until(spec.StartAt))
+				rep := loadgen.Report{Shard: spec.Shard, Shards: spec.Shards}
+				res, err := load.Run(ctx, spec.Config())
+				if err == nil {
+					rep.Result, err = loadgen.Encode(res)
+				}
+				if err != nil {
+					rep.Error = err.Error()
+				}
+				var b strings.Builder
+				b.WriteString("loadgen: shard starts\n")
+				_ = loadgen.WriteReport(&b, rep)
+				s.mu.Lock()
+				s.logs[p.Name] = b.String()
+				s.mu.Unlock()
+				p.Status.Phase = corev1.PodSucceeded
+				if _, err := k.CoreV1().Pods(ns).UpdateStatus(context.WithoutCancel(ctx), p, metav1.UpdateOptions{}); err != nil {
+					t.Errorf("pod %s: status: %v", p.Name, err)
+				}
+			}()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *kubeletStandIn) log(_ context.Context, _, pod string) (io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return io.NopCloser(strings.NewReader(s.logs[pod])), nil
+}
+
+// testGenerators runs one schedule over 4 generator Jobs on k and checks
+// that the merged result accounts for every request of the schedule, that
+// the requests reached the "ingress Service" (a loopback server standing
+// for it) with their paths and Host, that both window boundaries were
+// called, and that the Jobs are deleted afterwards.
+func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
+	var got atomic.Int64
+	var badHost atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		if r.Host != "bench.local" || r.URL.Path != "/work" || r.URL.Query().Get("iterations") != "1000" {
+			badHost.Add(1)
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	standIn := &kubeletStandIn{}
+	standCtx, stopStandIn := context.WithCancel(ctx)
+	standDone := make(chan struct{})
+	go func() { defer close(standDone); standIn.run(standCtx, t, k, ns) }()
+	defer func() { stopStandIn(); <-standDone }()
+
+	g := &Generators{Kube: k, Namespace: ns, Image: "prequalbench/ingress:dev", Count: 4, ProxyURL: srv.URL,
+		Lead: 500 * time.Millisecond, Poll: 50 * time.Millisecond, Logs: standIn.log}
+	var starts, ends atomic.Int32
+	cfg := load.Config{
+		Targets: []load.Target{{URL: "http://127.0.0.1:31080/work?iterations=1000", Host: "bench.local", Weight: 1}},
+		Open:    []load.Phase{{Kind: load.KindConstant, Rate: 200, Duration: time.Second}},
+		Warmup:  200 * time.Millisecond, WarmupRate: 100, Seed: 11,
+		OnWindowStart: func() { starts.Add(1) }, OnWindowEnd: func() { ends.Add(1) },
+	}
+	res, err := (&WithGenerators{Gen: g}).RunLoad(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if standIn.jobs.Load() != 4 {
+		t.Errorf("%d Jobs created, want 4", standIn.jobs.Load())
+	}
+	// 200 rps for 1 s in the window, 20 more in the warmup.
+	if res.Sent != 200 || res.Succeeded != 200 || res.Histogram.TotalCount() != 200 || got.Load() != 220 {
+		t.Errorf("merged: sent %d, succeeded %d, histogram %d; the server got %d (want 200, 200, 200, 220)", res.Sent, res.Succeeded, res.Histogram.TotalCount(), got.Load())
+	}
+	if badHost.Load() != 0 {
+		t.Errorf("%d requests lost their path, query or Host on the way in-cluster", badHost.Load())
+	}
+	if starts.Load() != 1 || ends.Load() != 1 {
+		t.Errorf("window boundaries: %d starts, %d ends, want 1 each", starts.Load(), ends.Load())
+	}
+	if d := res.TargetRate - 200; d > 1 || d < -1 {
+		t.Errorf("merged target rate %.1f, want 200", res.TargetRate)
+	}
+	jobs, err := k.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: deploy.LoadgenRunLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp == nil {
+			t.Errorf("Job %s left behind", j.Name)
+		}
+	}
+}
+
+func TestGeneratorsOnFakeClientset(t *testing.T) {
+	testGenerators(t, fake.NewClientset(), "prequalbench")
+}
+
+// The same against the real kube-apiserver: the rendered Jobs pass its
+// validation and are created, listed and deleted there; pods are made by
+// the stand-in (no kubelet), their logs kept by it.
+func TestGeneratorsOnRealAPIServer(t *testing.T) {
+	e := kubetest.Start(t)
+	testGenerators(t, e.Client, e.Namespace(t))
+}
+
+// A generator whose report carries an error fails the run with it.
+func TestGeneratorsReportError(t *testing.T) {
+	k := fake.NewClientset()
+	standIn := &kubeletStandIn{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
+	defer func() { cancel(); <-done }()
+	g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 2, ProxyURL: "http://127.0.0.1:1",
+		Lead: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn.log}
+	// A negative timeout is refused by the engine in every shard.
+	cfg := load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}, Timeout: -1}
+	if _, err := g.Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("run: %v, want the generators' error", err)
+	}
+}

@@ -1,0 +1,96 @@
+package k6
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+)
+
+// Summary is the part of k6's --summary-export JSON the import reads.
+type Summary struct {
+	Metrics map[string]map[string]any `json:"metrics"`
+	State   struct {
+		TestRunDurationMs float64 `json:"testRunDurationMs"`
+	} `json:"state"`
+}
+
+// Approximations says, in every imported run, what k6's summary cannot
+// carry that a run of this tool measures.
+var Approximations = []string{
+	"imported from k6: percentiles are k6's trend estimates, not an exact HDR histogram (no histogram files)",
+	"imported from k6: latency is timed from each request's actual send, not its intended one (coordinated omission not corrected)",
+	"imported from k6: failures are not split by class (4xx, 5xx, timeout, connection) and there are no status codes",
+	"imported from k6: no per-second series, send lag, connection wait or CPU; the pessimistic latency is k6's latency of every request, failures at their own duration rather than the timeout",
+}
+
+// Import reads a k6 summary export of a script written by Export into a
+// run's load accounting. window is the measured window's length (the
+// scenario's); 0 takes k6's whole test duration, warmup included, and
+// says so. The returned reasons list every approximation; the caller
+// records them in the run's validity, which is therefore never valid.
+func Import(r io.Reader, window time.Duration) (artifacts.LoadResult, []string, error) {
+	var s Summary
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		return artifacts.LoadResult{}, nil, fmt.Errorf("k6: summary: %w", err)
+	}
+	win := "{phase:" + PhaseWindow + "}"
+	reqs, ok := s.Metrics["http_reqs"+win]
+	if !ok {
+		return artifacts.LoadResult{}, nil, errors.New("k6: the summary has no http_reqs{phase:window}: was the script written by `prequalbench k6 export` and run with --summary-export?")
+	}
+	reasons := append([]string(nil), Approximations...)
+	if window <= 0 {
+		window = time.Duration(s.State.TestRunDurationMs * float64(time.Millisecond))
+		reasons = append(reasons, "imported from k6: window length unknown, k6's whole test duration used (warmup included): rates are low")
+	}
+	sent := uint64(num(reqs["count"]))
+	failed := uint64(num(s.Metrics["http_req_failed"+win]["passes"]))
+	l := artifacts.LoadResult{
+		Model: "open", Duration: window, Sent: sent, Completed: sent, Errors: failed,
+		Succeeded: sent - min(failed, sent), StatusCodes: map[string]uint64{},
+		Dropped:     uint64(num(s.Metrics["dropped_iterations"]["count"])),
+		Success:     trend(s.Metrics["http_req_duration{phase:"+PhaseWindow+",expected_response:true}"]),
+		Pessimistic: trend(s.Metrics["http_req_duration"+win]),
+	}
+	if l.Dropped > 0 {
+		reasons = append(reasons, fmt.Sprintf("imported from k6: %d iterations dropped (k6 ran out of VUs), over the whole test", l.Dropped))
+	}
+	if window > 0 {
+		secs := window.Seconds()
+		l.AchievedRate, l.Goodput = float64(sent)/secs, float64(l.Succeeded)/secs
+	}
+	if sent > 0 {
+		l.ErrorRate = float64(failed) / float64(sent)
+	}
+	p := l.Success
+	l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean, l.Count = p.P50, p.P90, p.P99, p.P999, p.Max, p.Mean, p.Count
+	return l, reasons, nil
+}
+
+// trend maps a k6 trend (milliseconds) onto Percentiles.
+func trend(m map[string]any) artifacts.Percentiles {
+	return artifacts.Percentiles{
+		P50: num(m["med"]), P90: num(m["p(90)"]), P99: num(m["p(99)"]), P999: num(m["p(99.9)"]),
+		Max: num(m["max"]), Mean: num(m["avg"]), Count: int64(num(m["count"])),
+	}
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+// Run wraps an import as a run.json: status ok, never valid, the
+// approximations as the validity's reasons, so a report never takes an
+// imported run's estimates for a measurement.
+func Run(algorithm string, l artifacts.LoadResult, reasons []string) artifacts.Run {
+	return artifacts.Run{
+		PlannedRun: artifacts.PlannedRun{Index: 1, Rep: 1, Algorithm: algorithm, Dir: artifacts.RunDirName(1, 1, algorithm)},
+		Status:     artifacts.StatusOK, ResetDetail: "imported from k6: reset unknown", Load: l,
+		Validity: artifacts.Validity{Valid: false, Reasons: reasons},
+	}
+}

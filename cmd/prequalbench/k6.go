@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/k6"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newK6Command) }
+
+// newK6Command bridges to k6 through files only: no k6 code is linked
+// (go.k6.io/k6 is AGPL).
+func newK6Command() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "k6",
+		Short: "Export a scenario's load as a k6 script; import a k6 summary as a run (estimates, clearly marked)",
+	}
+	c.AddCommand(newK6ExportCommand(), newK6ImportCommand())
+	return c
+}
+
+func newK6ExportCommand() *cobra.Command {
+	var base, out string
+	var scale float64
+	c := &cobra.Command{
+		Use:   "export SCENARIO",
+		Short: "Write a k6 script with the scenario's phases, routes, weights, Host headers and timeout",
+		Long: `Write a k6 script reproducing a scenario's load: the warmup and each open-loop
+phase as a k6 scenario (constant-arrival-rate, ramping-arrival-rate with
+instant jumps for steps and bursts; constant-vus for a closed loop), back to
+back, requests picked by route weight with the route's Host header. Run it
+with: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := scenario.Lookup(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			if scale != 1 {
+				if !(scale > 0 && scale <= 100) {
+					return badInput(errors.New("--duration-scale: want a factor in (0, 100]"))
+				}
+				s.Scale(scale)
+			}
+			w := cmd.OutOrStdout()
+			if out != "" && out != "-" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			return k6.Export(w, s, base)
+		},
+	}
+	c.Flags().StringVar(&base, "base-url", "http://127.0.0.1:31080", "default target of the script ($BASE_URL overrides it)")
+	c.Flags().StringVarP(&out, "output", "o", "-", "script file (- for stdout)")
+	c.Flags().Float64Var(&scale, "duration-scale", 1, "multiply every duration by this")
+	return c
+}
+
+func newK6ImportCommand() *cobra.Command {
+	var algorithm, scen, out string
+	c := &cobra.Command{
+		Use:   "import SUMMARY.json",
+		Short: "Read k6's --summary-export of an exported script into a run.json (never valid: k6 gives estimates)",
+		Long: `Read the --summary-export JSON of a script written by "k6 export" into this
+tool's run accounting (run.json). What k6's summary cannot carry is said in
+the run's validity reasons, and the run is never valid: percentiles are
+k6's trend estimates (no HDR histogram), latency runs from the actual send
+(coordinated omission not corrected), failures are not split by class.
+--scenario gives the measured window's length (else k6's whole test time).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := loadbalancer.Canonical(algorithm)
+			if err != nil {
+				a = algorithm // another ingress's name: kept as given
+			}
+			var window time.Duration
+			if scen != "" {
+				s, err := scenario.Lookup(scen)
+				if err != nil {
+					return badInput(err)
+				}
+				window = s.Load.MeasuredDuration()
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			defer f.Close()
+			l, reasons, err := k6.Import(f, window)
+			if err != nil {
+				return err
+			}
+			run := k6.Run(a, l, reasons)
+			if out != "" {
+				dir := filepath.Join(out, run.Dir)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return err
+				}
+				if err := artifacts.WriteJSON(filepath.Join(dir, artifacts.RunFile), run); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(dir, artifacts.RunFile))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "k6 import (%s): %d sent, %d failed, goodput %.1f/s, p50 %.1f ms, p99 %.1f ms (k6 estimates)\n",
+				a, l.Sent, l.Errors, l.Goodput, l.P50, l.P99)
+			for _, r := range reasons {
+				fmt.Fprintln(cmd.OutOrStdout(), "  -", r)
+			}
+			if out == "" {
+				e := json.NewEncoder(cmd.OutOrStdout())
+				e.SetIndent("", "  ")
+				return e.Encode(run)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&algorithm, "algorithm", "", "what ran under the k6 load (an algorithm name, or any label)")
+	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario, for the measured window's length")
+	c.Flags().StringVar(&out, "out", "", "write runs/<dir>/run.json under this directory (default: print it)")
+	_ = c.MarkFlagRequired("algorithm")
+	return c
+}

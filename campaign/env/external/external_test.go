@@ -1,0 +1,103 @@
+package external
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prequalbench/prequalbench/campaign/scenario"
+)
+
+// fakeBackend answers /stats and /reset like a prequalbench backend whose
+// served counter is served.
+func fakeBackend(served *atomic.Uint64) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reset" {
+			served.Store(0)
+		}
+		w.Write([]byte(`{"in_flight":0,"queued":0,"served":` + strconv.FormatUint(served.Load(), 10) + `,"rejected":0,"max_queue":0}`))
+	}))
+}
+
+func newEnv(t *testing.T, cfg *Config, backends int) (*Env, []*atomic.Uint64) {
+	t.Helper()
+	proxy := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(proxy.Close)
+	cfg.Proxy = proxy.URL
+	var counters []*atomic.Uint64
+	for range backends {
+		c := &atomic.Uint64{}
+		b := fakeBackend(c)
+		t.Cleanup(b.Close)
+		counters = append(counters, c)
+		cfg.Backends = append(cfg.Backends, strings.TrimPrefix(b.URL, "http://"))
+	}
+	cfg.dir = t.TempDir()
+	if err := cfg.check(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.Lookup(filepath.Join("..", "..", "..", "examples", "external", "nginx", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Scenario: s, Config: cfg, LogDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e, counters
+}
+
+// Without a reset hook a run is not verified, and the detail says why;
+// the snapshot's picks are the backends' served counters.
+func TestResetWithoutHookIsUnverified(t *testing.T) {
+	e, counters := newEnv(t, &Config{}, 3)
+	counters[0].Store(5)
+	v, err := e.Reset(context.Background(), scenario.ResetAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Verified || !strings.Contains(v.Detail, "no reset hook") {
+		t.Errorf("verification %+v", v)
+	}
+	if counters[0].Load() != 0 {
+		t.Error("the backends were not reset")
+	}
+	counters[2].Store(7)
+	st, err := e.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || len(st[0].Routes) != 1 || st[0].Routes[0].Policy.Picks != 7 || st[0].Routes[0].Policy.Endpoints[2].Picks != 7 {
+		t.Errorf("snapshot %+v", st)
+	}
+}
+
+// A reset hook that runs (with the algorithm substituted) and clean
+// backends verify the reset; a failing hook fails with its output.
+func TestHooks(t *testing.T) {
+	e, _ := newEnv(t, &Config{SetAlgorithm: "echo set {algorithm} $PREQUALBENCH_ALGORITHM > set.txt", Reset: "echo reset"}, 3)
+	if err := e.SetAlgorithm(context.Background(), "round-robin"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(e.cfg.dir, "set.txt"))
+	if err != nil || strings.TrimSpace(string(b)) != "set round-robin round-robin" {
+		t.Errorf("setAlgorithm hook wrote %q (%v)", b, err)
+	}
+	v, err := e.Reset(context.Background(), scenario.ResetAdmin)
+	if err != nil || !v.Verified {
+		t.Errorf("reset: %+v, %v", v, err)
+	}
+	e.cfg.Reset = "echo cannot reload >&2; exit 3"
+	if _, err := e.Reset(context.Background(), scenario.ResetAdmin); err == nil || !strings.Contains(err.Error(), "cannot reload") {
+		t.Errorf("failing hook: %v", err)
+	}
+}

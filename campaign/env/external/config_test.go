@@ -47,6 +47,26 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// The Envoy example (not run here: no Envoy) loads and fits the nginx
+// scenario with its two algorithms.
+func TestEnvoyExampleConfig(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "..", "examples", "external", "envoy", "external.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.Lookup(filepath.Join("..", "..", "..", "examples", "external", "nginx", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Protocol.Algorithms = []string{"round-robin", "least-request"}
+	if err := c.CheckScenario(s); err != nil {
+		t.Error(err)
+	}
+	if c.Reset != "" || c.SetAlgorithm != "" {
+		t.Error("the Envoy example has hooks")
+	}
+}
+
 // Without a default proxy every algorithm needs its own; the backends
 // must match the replicas one for one.
 func TestCheckScenario(t *testing.T) {

@@ -142,6 +142,22 @@ func envNames() []string {
 
 func badInput(err error) error { return &exitError{code: 2, err: err} }
 
+// lookupScaled resolves a scenario by name or file and applies
+// --duration-scale to it.
+func lookupScaled(name string, scale float64) (*scenario.Scenario, error) {
+	s, err := scenario.Lookup(name)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if scale != 1 {
+		if !(scale > 0 && scale <= 100) {
+			return nil, badInput(errors.New("--duration-scale: want a factor in (0, 100]"))
+		}
+		s.Scale(scale)
+	}
+	return s, nil
+}
+
 // resolveScenario loads the scenario and applies the flags' overrides.
 func resolveScenario(cmd *cobra.Command, f *campaignRunFlags) (*scenario.Scenario, error) {
 	s, err := scenario.Lookup(f.scenario)
@@ -395,15 +411,9 @@ func newCampaignShowCommand() *cobra.Command {
 		Short: "Print a scenario as resolved YAML (defaults filled in)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := scenario.Lookup(args[0])
+			s, err := lookupScaled(args[0], scale)
 			if err != nil {
-				return badInput(err)
-			}
-			if scale != 1 {
-				if !(scale > 0 && scale <= 100) {
-					return badInput(errors.New("--duration-scale: want a factor in (0, 100]"))
-				}
-				s.Scale(scale)
+				return err
 			}
 			b, err := scenario.Marshal(s)
 			if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,15 +40,9 @@ back, requests picked by route weight with the route's Host header. Run it
 with: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := scenario.Lookup(args[0])
+			s, err := lookupScaled(args[0], scale)
 			if err != nil {
-				return badInput(err)
-			}
-			if scale != 1 {
-				if !(scale > 0 && scale <= 100) {
-					return badInput(errors.New("--duration-scale: want a factor in (0, 100]"))
-				}
-				s.Scale(scale)
+				return err
 			}
 			w := cmd.OutOrStdout()
 			if out != "" && out != "-" {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/schollz/progressbar/v3"
@@ -51,6 +52,7 @@ type display struct {
 	total     int
 	done      int
 	runLength time.Duration
+	algWidth  int // the longest algorithm name of the plan, so columns align
 	current   artifacts.PlannedRun
 	bar       *progressbar.ProgressBar
 	campaign  *progressbar.ProgressBar
@@ -60,6 +62,7 @@ func (d *display) CampaignStart(c *artifacts.Campaign, done int, runLength time.
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.total, d.done, d.runLength = len(c.Plan), done, runLength
+	d.algWidth = algorithmWidth(c.Plan)
 	fmt.Fprintf(d.w, "campaign %s: %d runs (%d done), about %s each\n", c.ID, d.total, done, runLength.Round(time.Second))
 	if d.tty {
 		d.campaign = progressbar.NewOptions(d.total,
@@ -95,7 +98,17 @@ func (d *display) RunStart(p artifacts.PlannedRun, warmup, window time.Duration)
 }
 
 func (d *display) describe(phase string) string {
-	return fmt.Sprintf("[%02d/%02d] rep%d %-14s %-8s", d.current.Index, d.total, d.current.Rep, d.current.Algorithm, phase)
+	return fmt.Sprintf("[%02d/%02d] rep%d %-*s %-8s", d.current.Index, d.total, d.current.Rep, d.algWidth, d.current.Algorithm, phase)
+}
+
+// algorithmWidth is the width of the algorithm column: the longest name
+// in the plan (variants such as "prequal{qrif=0.84}" included).
+func algorithmWidth(plan []artifacts.PlannedRun) int {
+	w := 0
+	for _, p := range plan {
+		w = max(w, utf8.RuneCountInString(p.Algorithm))
+	}
+	return w
 }
 
 func (d *display) Phase(name string) {
@@ -122,7 +135,7 @@ func (d *display) RunEnd(r artifacts.Run) {
 		_ = d.bar.Finish() // clears the run bar
 		d.bar = nil
 	}
-	fmt.Fprintln(d.w, runLine(r, d.total)+"  "+d.eta())
+	fmt.Fprintln(d.w, runLine(r, d.total, d.algWidth)+"  "+d.eta())
 	if d.campaign != nil {
 		d.campaign.Describe("campaign " + d.eta())
 		_ = d.campaign.Set(d.done)
@@ -149,9 +162,10 @@ func (d *display) CampaignEnd() {
 
 // runLine is the one-line account of a finished run: goodput against the
 // target, error rate, success latency, the generator's send lag and the
-// run's own validity verdict (its first reason when invalid).
-func runLine(r artifacts.Run, total int) string {
-	head := fmt.Sprintf("[%02d/%02d] rep%d %-14s", r.Index, total, r.Rep, r.Algorithm)
+// run's own validity verdict (its first reason when invalid). The
+// algorithm is padded to width characters.
+func runLine(r artifacts.Run, total, width int) string {
+	head := fmt.Sprintf("[%02d/%02d] rep%d %-*s", r.Index, total, r.Rep, width, r.Algorithm)
 	if r.Status != artifacts.StatusOK {
 		return fmt.Sprintf("%s FAILED: %s", head, r.Error)
 	}

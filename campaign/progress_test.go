@@ -60,3 +60,31 @@ func TestProgress_TerminalDrawsBars(t *testing.T) {
 		}
 	}
 }
+
+// Variant names are longer than the plain ones: the algorithm column is
+// as wide as the plan's longest name, so every run line's columns align.
+func TestProgress_ColumnFitsVariantNames(t *testing.T) {
+	long, short := "prequal{probes=2,qrif=0.84}", "round-robin"
+	c := &artifacts.Campaign{ID: "x", Plan: []artifacts.PlannedRun{
+		{Index: 1, Rep: 1, Algorithm: long}, {Index: 2, Rep: 1, Algorithm: short}}}
+	var b strings.Builder
+	p := NewProgress(&b, false)
+	p.CampaignStart(c, 0, time.Second)
+	for _, pr := range c.Plan {
+		p.RunStart(pr, 0, time.Second)
+		p.RunEnd(artifacts.Run{PlannedRun: pr, Status: artifacts.StatusOK, ResetVerified: true,
+			Load: artifacts.LoadResult{Goodput: 10, Sent: 10, Succeeded: 10}, Validity: artifacts.Validity{Valid: true}})
+	}
+	p.CampaignEnd()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")[1:]
+	if len(lines) != 2 {
+		t.Fatalf("want two run lines, got:\n%s", b.String())
+	}
+	at := func(l string) int { return strings.Index(l, " ok  goodput") }
+	if a, s := at(lines[0]), at(lines[1]); a < 0 || a != s {
+		t.Errorf("columns do not align (%d vs %d):\n%s\n%s", a, s, lines[0], lines[1])
+	}
+	if !strings.Contains(lines[0], long+" ok") {
+		t.Errorf("long name not followed directly by its status: %q", lines[0])
+	}
+}

@@ -77,7 +77,7 @@ func TestSummarize_RunWithoutSuccessHasNoLatency(t *testing.T) {
 			t.Errorf("b failed every request but shows a latency: %s", line)
 		}
 	}
-	if line := runLine(allFailed, 1); !strings.Contains(line, "no success") || strings.Contains(line, "success p50") {
+	if line := runLine(allFailed, 1, 14); !strings.Contains(line, "no success") || strings.Contains(line, "success p50") {
 		t.Errorf("run line %q shows a latency for a run without a success", line)
 	}
 }

@@ -30,8 +30,8 @@ type Executor struct {
 	Name            string            `json:"-"`
 	Executor        string            `json:"executor"`
 	StartTime       string            `json:"startTime"`
-	Rate            float64           `json:"rate,omitempty"`
-	StartRate       float64           `json:"startRate,omitempty"`
+	Rate            int64             `json:"rate,omitempty"`
+	StartRate       int64             `json:"startRate,omitempty"`
 	TimeUnit        string            `json:"timeUnit,omitempty"`
 	Duration        string            `json:"duration,omitempty"`
 	Stages          []Stage           `json:"stages,omitempty"`
@@ -44,9 +44,25 @@ type Executor struct {
 
 // Stage is one stage of a ramping-arrival-rate executor.
 type Stage struct {
-	Target   float64 `json:"target"`
-	Duration string  `json:"duration"`
+	Target   int64  `json:"target"`
+	Duration string `json:"duration"`
 }
+
+// unitFor is the timeUnit an executor's rates are given in, and the
+// factor that turns a rate per second into iterations per that unit: k6
+// takes whole iterations per timeUnit (rate, startRate and targets are
+// integers; 12.5 fails the script), so fractional rates go per 1000 s,
+// as the engine's own pacer takes them.
+func unitFor(rates ...float64) (string, float64) {
+	for _, r := range rates {
+		if r != math.Trunc(r) {
+			return "1000s", 1000
+		}
+	}
+	return "1s", 1
+}
+
+func perUnit(r, scale float64) int64 { return int64(math.Round(r * scale)) }
 
 // Executors maps the scenario's load onto k6 executors: the warmup as a
 // constant-arrival-rate, then per open-loop phase constant-arrival-rate
@@ -77,7 +93,8 @@ func Executors(s *scenario.Scenario) []Executor {
 		} else {
 			r := l.StartRate()
 			pre, mx := vus(r)
-			add(Executor{Executor: "constant-arrival-rate", Rate: r, TimeUnit: "1s", Duration: dur(w), PreAllocatedVUs: pre, MaxVUs: mx}, w, PhaseWarmup)
+			unit, sc := unitFor(r)
+			add(Executor{Executor: "constant-arrival-rate", Rate: perUnit(r, sc), TimeUnit: unit, Duration: dur(w), PreAllocatedVUs: pre, MaxVUs: mx}, w, PhaseWarmup)
 		}
 	}
 	if l.Users > 0 {
@@ -90,40 +107,52 @@ func Executors(s *scenario.Scenario) []Executor {
 		switch p.Kind {
 		case scenario.PhaseConstant:
 			pre, mx := vus(p.Rate)
-			add(Executor{Executor: "constant-arrival-rate", Rate: p.Rate, TimeUnit: "1s", Duration: dur(d), PreAllocatedVUs: pre, MaxVUs: mx}, d, PhaseWindow)
+			unit, sc := unitFor(p.Rate)
+			add(Executor{Executor: "constant-arrival-rate", Rate: perUnit(p.Rate, sc), TimeUnit: unit, Duration: dur(d), PreAllocatedVUs: pre, MaxVUs: mx}, d, PhaseWindow)
 		case scenario.PhaseRamp:
 			pre, mx := vus(max(p.From, p.To))
-			add(Executor{Executor: "ramping-arrival-rate", StartRate: p.From, TimeUnit: "1s", PreAllocatedVUs: pre, MaxVUs: mx,
-				Stages: []Stage{{Target: p.To, Duration: dur(d)}}}, d, PhaseWindow)
+			unit, sc := unitFor(p.From, p.To)
+			add(Executor{Executor: "ramping-arrival-rate", StartRate: perUnit(p.From, sc), TimeUnit: unit, PreAllocatedVUs: pre, MaxVUs: mx,
+				Stages: []Stage{{Target: perUnit(p.To, sc), Duration: dur(d)}}}, d, PhaseWindow)
 		case scenario.PhaseSteps:
 			pre, mx := vus(max(p.From, p.To))
-			step := d / time.Duration(p.Steps)
-			var st []Stage
-			for i := range p.Steps {
-				r := p.From + (p.To-p.From)*float64(i)/float64(p.Steps-1)
-				sd := step
-				if i == p.Steps-1 {
-					sd = d - step*time.Duration(p.Steps-1)
+			steps := max(p.Steps, 1)
+			step := d / time.Duration(steps)
+			rates := make([]float64, steps)
+			for i := range rates {
+				rates[i] = p.From
+				if steps > 1 { // one step would divide 0 by 0: it is From
+					rates[i] += (p.To - p.From) * float64(i) / float64(steps-1)
 				}
-				st = append(st, Stage{Target: r, Duration: "0s"}, Stage{Target: r, Duration: dur(sd)})
 			}
-			add(Executor{Executor: "ramping-arrival-rate", StartRate: p.From, TimeUnit: "1s", PreAllocatedVUs: pre, MaxVUs: mx, Stages: st}, d, PhaseWindow)
+			unit, sc := unitFor(rates...)
+			var st []Stage
+			for i, r := range rates {
+				sd := step
+				if i == steps-1 {
+					sd = d - step*time.Duration(steps-1)
+				}
+				st = append(st, Stage{Target: perUnit(r, sc), Duration: "0s"}, Stage{Target: perUnit(r, sc), Duration: dur(sd)})
+			}
+			add(Executor{Executor: "ramping-arrival-rate", StartRate: perUnit(p.From, sc), TimeUnit: unit, PreAllocatedVUs: pre, MaxVUs: mx, Stages: st}, d, PhaseWindow)
 		case scenario.PhaseBurst:
 			pre, mx := vus(p.High)
 			hi, lo := p.HighFor.Std(), p.LowFor.Std()
+			unit, sc := unitFor(p.High, p.Low)
+			high, low := perUnit(p.High, sc), perUnit(p.Low, sc)
 			var st []Stage
 			for t := time.Duration(0); t < d; {
 				h := min(hi, d-t)
-				st = append(st, Stage{Target: p.High, Duration: "0s"}, Stage{Target: p.High, Duration: dur(h)})
+				st = append(st, Stage{Target: high, Duration: "0s"}, Stage{Target: high, Duration: dur(h)})
 				t += h
 				if t >= d {
 					break
 				}
 				lw := min(lo, d-t)
-				st = append(st, Stage{Target: p.Low, Duration: "0s"}, Stage{Target: p.Low, Duration: dur(lw)})
+				st = append(st, Stage{Target: low, Duration: "0s"}, Stage{Target: low, Duration: dur(lw)})
 				t += lw
 			}
-			add(Executor{Executor: "ramping-arrival-rate", StartRate: p.High, TimeUnit: "1s", PreAllocatedVUs: pre, MaxVUs: mx, Stages: st}, d, PhaseWindow)
+			add(Executor{Executor: "ramping-arrival-rate", StartRate: high, TimeUnit: unit, PreAllocatedVUs: pre, MaxVUs: mx, Stages: st}, d, PhaseWindow)
 		}
 	}
 	return out

@@ -48,17 +48,19 @@ func ms(t *testing.T, s string) time.Duration {
 	return d
 }
 
-// requests integrates an executor's arrival rate over its duration.
+// requests integrates an executor's arrival rate (iterations per
+// timeUnit) over its duration.
 func requests(t *testing.T, e Executor) float64 {
+	unit := ms(t, e.TimeUnit).Seconds()
 	switch e.Executor {
 	case "constant-arrival-rate":
-		return e.Rate * ms(t, e.Duration).Seconds()
+		return float64(e.Rate) / unit * ms(t, e.Duration).Seconds()
 	case "ramping-arrival-rate":
 		var n float64
-		r := e.StartRate
+		r := float64(e.StartRate)
 		for _, s := range e.Stages {
-			n += (r + s.Target) / 2 * ms(t, s.Duration).Seconds()
-			r = s.Target
+			n += (r + float64(s.Target)) / 2 / unit * ms(t, s.Duration).Seconds()
+			r = float64(s.Target)
 		}
 		return n
 	}
@@ -98,6 +100,53 @@ func TestExecutorsFollowThePhases(t *testing.T) {
 		}
 		if e.MaxVUs < e.PreAllocatedVUs || e.PreAllocatedVUs < 1 {
 			t.Errorf("executor %d: VUs %d..%d", i, e.PreAllocatedVUs, e.MaxVUs)
+		}
+	}
+}
+
+// k6 takes whole iterations per timeUnit (its rate, startRate and stage
+// targets are integers: a script with 12.5 does not load), so fractional
+// rates go per 1000 s and still offer the phase's requests.
+func TestExecutorsFractionalRates(t *testing.T) {
+	y := strings.Replace(phases, phases[strings.Index(phases, "  open:"):strings.Index(phases, "protocol:")], `  open:
+    - {kind: constant, duration: 2s, rate: 12.5}
+    - {kind: ramp, duration: 4s, from: 0.5, to: 10}
+    - {kind: steps, duration: 3s, from: 100, to: 200, steps: 4}
+    - {kind: burst, duration: 5s, high: 7.25, low: 0, highFor: 1s, lowFor: 1500ms}
+`, 1)
+	s, err := scenario.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Export(&b, s, "http://127.0.0.1:8080"); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)export const options = (\{.*?\n\});`).FindStringSubmatch(b.String())
+	if m == nil {
+		t.Fatal("no options object")
+	}
+	// k6's executor configs, with its integer fields.
+	var opts struct {
+		Scenarios map[string]struct {
+			Rate      *int64 `json:"rate"`
+			StartRate *int64 `json:"startRate"`
+			Stages    []struct {
+				Target int64 `json:"target"`
+			} `json:"stages"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &opts); err != nil {
+		t.Fatalf("k6 would not read the script's scenarios: %v", err)
+	}
+	want := []float64{12.5 * 1, 12.5 * 2, (0.5 + 10) / 2 * 4, 0.75*100 + 0.75*133.333333 + 0.75*166.666667 + 0.75*200, 7.25 * 2}
+	ex := Executors(s)
+	if len(ex) != len(want) {
+		t.Fatalf("%d executors, want %d", len(ex), len(want))
+	}
+	for i, w := range want {
+		if got := requests(t, ex[i]); math.Abs(got-w) > 0.01 {
+			t.Errorf("executor %d (%s per %s) offers %v requests, want %v", i, ex[i].Executor, ex[i].TimeUnit, got, w)
 		}
 	}
 }

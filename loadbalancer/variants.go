@@ -347,6 +347,9 @@ func (p *paramSpec) parse(s string) (float64, error) {
 			return 0, fmt.Errorf("not an integer")
 		}
 		x = f
+		if x == 0 {
+			x = 0 // -0 would print as "-0": a second spelling of one variant
+		}
 	}
 	if math.IsNaN(x) || x < p.lo || (p.loOpen && x == p.lo) || x > p.hi {
 		return 0, fmt.Errorf("out of range")

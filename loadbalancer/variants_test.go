@@ -21,6 +21,11 @@ func TestCanonical_Variants(t *testing.T) {
 		"peak-ewma{decay=1m30s}":            "peak-ewma{decay=1m30s}",
 		"prequal{qrif=1e0}":                 "prequal{qrif=1}",
 		"prequal{probes=1e-3}":              "prequal{probes=0.001}",
+		// Negative zero is zero: one variant, one spelling.
+		"prequal{qrif=-0}":     "prequal{qrif=0}",
+		"wrr{penalty=-0.0}":    "wrr{penalty=0}",
+		"linear{weight=-0e5}":  "linear{weight=0}",
+		"prequal{remove=+0.5}": "prequal{remove=0.5}",
 	}
 	for in, want := range tests {
 		got, err := Canonical(in)

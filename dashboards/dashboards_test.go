@@ -17,6 +17,7 @@ import (
 
 	"github.com/prequalbench/prequalbench/dashboards"
 	"github.com/prequalbench/prequalbench/ingress"
+	"github.com/prequalbench/prequalbench/ingress/ingresstest"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -231,11 +232,10 @@ func scrapeIngress(t *testing.T) map[string]*dto.MetricFamily {
 	ing.Update([]route.Spec{{Key: "r1", Path: "/work", PathType: route.PathPrefix, Algorithm: "prequal", Endpoints: []string{addr}}})
 	ing.ObserveReconcile("success", time.Millisecond)
 	admin := ing.Admin(ingress.AdminConfig{})
-	proxy := httptest.NewServer(ing)
-	defer proxy.Close()
+	proxyURL := ingresstest.Serve(t, ing)
 
 	get := func(path string) {
-		resp, err := http.Get(proxy.URL + path)
+		resp, err := http.Get(proxyURL + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,34 +35,41 @@ type AdminConfig struct {
 // maxAdminBody bounds admin request bodies.
 const maxAdminBody = 1 << 20
 
-// Run starts the prober workers and the idle-probe ticker; it returns when
-// ctx ends.
+// Run starts the prober workers, the idle-probe ticker and the sweep of idle
+// backend connections; it returns when ctx ends.
 func (i *Ingress) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		i.prober.Run(ctx)
 	}()
+	var probeTick <-chan time.Time
 	if every := i.opts.Policy.Prequal.IdleProbeInterval; every > 0 {
 		// Tick well inside the idle interval so an idle route's probes are
 		// not late by up to a whole interval.
-		tick := max(every/4, 5*time.Millisecond)
-		t := time.NewTicker(tick)
+		t := time.NewTicker(max(every/4, 5*time.Millisecond))
 		defer t.Stop()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case now := <-t.C:
-				for _, rs := range i.table.Load().routes {
-					rs.idleProbes(now)
-				}
+		probeTick = t.C
+	}
+	// Connections are also checked when taken, so the sweep only bounds
+	// how long an unused one stays open past its idle timeout.
+	sweep := time.NewTicker(max(i.opts.UpstreamIdleTimeout/4, 5*time.Millisecond))
+	defer sweep.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case now := <-probeTick:
+			for _, rs := range i.table.Load().routes {
+				rs.idleProbes(now)
 			}
+		case now := <-sweep.C:
+			i.upstreams.closeIdle(now, false)
 		}
 	}
 	<-done
-	i.transport.CloseIdleConnections()
+	i.upstreams.closeIdle(time.Now(), true)
 	return nil
 }
 
@@ -142,14 +149,14 @@ func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeText(w, http.StatusOK, "ok\n")
+		writeAdminText(w, http.StatusOK, "ok\n")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !ready() {
 			writeJSONError(w, http.StatusServiceUnavailable, "not ready: no complete route set yet, or shutting down")
 			return
 		}
-		writeText(w, http.StatusOK, "ok\n")
+		writeAdminText(w, http.StatusOK, "ok\n")
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(i.reg, promhttp.HandlerOpts{Registry: i.reg}))
 	// Reads name endpoint addresses and route keys: a rebound DNS name must
@@ -326,4 +333,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeJSONError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, adminapi.Error{Error: msg})
+}
+
+func writeAdminText(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg)
 }

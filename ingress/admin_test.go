@@ -281,11 +281,15 @@ func TestMetrics_DroppedProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ing.Update([]route.Spec{{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}}})
+	proxyURL := serveProxy(t, ing)
 	for range 3 {
-		w := httptest.NewRecorder()
-		ing.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://x/work?iterations=1", nil))
-		if w.Code != 200 {
-			t.Fatalf("status %d", w.Code)
+		resp, err := http.Get(proxyURL + "/work?iterations=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
 		}
 	}
 	mfs, _ := ing.Registry().Gather()

@@ -161,20 +161,17 @@ func TestProxy_BodyBrokenOffIsAnUpstreamError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", UpstreamReadTimeout: 200 * time.Millisecond},
 				route.Spec{Key: "cut", Path: "/", Endpoints: []string{stallingBackend(t, tt.hangUp)}})
-			// The client sees the connection cut, before or after the
-			// headers (the ingress may not have flushed them yet).
+			// The answer is read whole before the client sees any of it,
+			// so the client gets a clean 502, never a cut 200.
 			c := &http.Client{Timeout: deadline}
 			resp, err := c.Get(url + "/x")
-			if err == nil {
-				var body []byte
-				body, err = io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err == nil || len(body) == 1000 {
-					t.Fatalf("read %d bytes, err %v; want the body cut off", len(body), err)
-				}
+			if err != nil {
+				t.Fatalf("the client got %v, want a 502", err)
 			}
-			if isTimeout(err) {
-				t.Fatalf("the client's own timeout fired (%v): the ingress never cut the stalled body", err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Fatalf("status %d, want 502 for a body broken off", resp.StatusCode)
 			}
 			waitFor(t, "the attempt to finish", func() bool { return policyStats(t, ing, "cut").Endpoints[0].InFlight == 0 })
 			if ep := policyStats(t, ing, "cut").Endpoints[0]; ep.Errors != 1 {
@@ -253,11 +250,14 @@ func FuzzForwardablePath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, target string) {
-		u, err := url.ParseRequestURI(target)
-		if err != nil || !forwardablePath(u) {
+		raw, _, _ := strings.Cut(target, "?")
+		p, ok := forwardablePath(raw)
+		if !ok {
 			return
 		}
-		p := u.Path
+		if u, err := url.ParseRequestURI(raw); err != nil || u.Path != p {
+			t.Fatalf("accepted %q as %q; net/url reads it as %v, %v", raw, p, u, err)
+		}
 		cleaned := path.Clean(p)
 		if strings.HasSuffix(p, "/") && cleaned != "/" {
 			cleaned += "/"
@@ -268,9 +268,9 @@ func FuzzForwardablePath(f *testing.F) {
 		if strings.ContainsRune(p, '\\') {
 			t.Fatalf("accepted %q with a backslash", target)
 		}
-		escaped := strings.ToLower(u.EscapedPath())
+		escaped := strings.ToLower(raw)
 		if strings.Contains(escaped, "%2f") || strings.Contains(escaped, "%5c") {
-			t.Fatalf("accepted %q: the backend gets an encoded separator in %q", target, u.EscapedPath())
+			t.Fatalf("accepted %q: the backend gets an encoded separator", target)
 		}
 	})
 }

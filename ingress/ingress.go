@@ -1,6 +1,8 @@
 // Package ingress is the dataplane: it matches requests to routes, picks an
 // endpoint with the route's load-balancing policy, proxies the request over
-// one shared transport, reports how it went back to the policy, carries out
+// a shared pool of keep-alive backend connections (the HTTP/1.1 data plane
+// is fasthttp's server and message types: see the README for what it
+// does not carry), reports how it went back to the policy, carries out
 // the policy's probe plans and exposes its state on an admin API.
 //
 // Concurrency: the route table is an immutable value swapped atomically by
@@ -20,8 +22,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"slices"
 	"sync"
@@ -45,24 +45,29 @@ type Options struct {
 	// Policy holds the policies' parameters; the zero value means
 	// loadbalancer.DefaultConfig().
 	Policy loadbalancer.Config
-	// DialContext dials backends for both the proxy transport and the
+	// DialContext dials backends for both the proxy and the
 	// prober; nil means a net.Dialer with a 2 s timeout.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
-	// UpstreamTimeout is the longest wait for a backend's response headers
-	// before answering 504; default 5 s.
+	// UpstreamTimeout is the longest wait for a backend's response headers,
+	// from the end of the request, before answering 504; default 5 s.
 	UpstreamTimeout time.Duration
-	// UpstreamReadTimeout is the longest silence of a backend connection
-	// while the ingress reads from it or writes to it (nginx's
-	// proxy_read_timeout and proxy_send_timeout): a backend that sends
-	// headers and then stalls is cut off after it. Default 60 s.
+	// UpstreamReadTimeout bounds writing the request to a backend and,
+	// separately, reading the response body (nginx's proxy_send_timeout
+	// and proxy_read_timeout; the body is read whole, so here the bound is
+	// on all of it): a backend that sends headers and then stalls is cut
+	// off after it and the client gets 502. Default 60 s.
 	UpstreamReadTimeout time.Duration
 	// UpstreamIdleTimeout closes keep-alive connections to backends that
 	// were idle this long (nginx's upstream keepalive_timeout); default 60 s.
 	UpstreamIdleTimeout time.Duration
-	// ClientBodyTimeout is the longest wait between two reads of a client's
-	// request body (nginx's client_body_timeout); the client gets 408.
-	// Default 60 s.
+	// ClientBodyTimeout bounds reading a client's request, headers and body,
+	// from its first byte (nginx's client_header_timeout and
+	// client_body_timeout together); the client gets 408. Default 60 s.
 	ClientBodyTimeout time.Duration
+	// MaxBodySize caps request and response bodies, which the data plane
+	// holds in memory: a larger request gets 413, a larger response 502.
+	// Default 32 MiB.
+	MaxBodySize int
 	// TrustedProxies are the peers whose X-Forwarded-For chain and X-Real-IP
 	// are passed on; from any other peer both are replaced by the peer's
 	// address. Empty trusts nobody.
@@ -76,9 +81,9 @@ type Options struct {
 	ProbeWorkers   int
 	ProbeQueueSize int
 	// Retry widens the retry on a different endpoint: without it only a
-	// request without a body whose connection could not be made (nothing
-	// was sent) is retried; with it also an idempotent request without a
-	// body whose exchange failed before response headers (reset, EOF).
+	// request whose connection could not be made (nothing was sent) is
+	// retried; with it also an idempotent request whose exchange failed
+	// before response headers (reset, EOF).
 	Retry bool
 	// Outlier configures outlier ejection; zero fields take the defaults
 	// of OutlierConfig.
@@ -95,9 +100,6 @@ type Options struct {
 // ErrUnknownRoute is returned for a route key the ingress does not have.
 var ErrUnknownRoute = errors.New("ingress: unknown route")
 
-// errNoEndpoints travels from the route's transport to its error handler.
-var errNoEndpoints = errors.New("ingress: no endpoints")
-
 // Ingress is the dataplane. It implements http.Handler (the proxy) and
 // route.Sink.
 type Ingress struct {
@@ -106,8 +108,7 @@ type Ingress struct {
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
 	prober    *prober.Prober
-	transport *http.Transport
-	bufPool   bufferPool
+	upstreams *upstreams
 	errLog    *log.Logger
 	failLog   logLimiter // upstream errors
 	seed      uint64
@@ -121,8 +122,7 @@ type Ingress struct {
 }
 
 var (
-	_ http.Handler = (*Ingress)(nil)
-	_ route.Sink   = (*Ingress)(nil)
+	_ route.Sink = (*Ingress)(nil)
 )
 
 // table is one immutable route set.
@@ -158,6 +158,9 @@ func New(opts Options) (*Ingress, error) {
 	if opts.UpstreamIdleTimeout == 0 {
 		opts.UpstreamIdleTimeout = 60 * time.Second
 	}
+	if opts.MaxBodySize == 0 {
+		opts.MaxBodySize = 32 << 20
+	}
 	if opts.ClientBodyTimeout == 0 {
 		opts.ClientBodyTimeout = 60 * time.Second
 	}
@@ -172,8 +175,8 @@ func New(opts Options) (*Ingress, error) {
 	}
 	if opts.UpstreamTimeout < 0 || opts.UpstreamReadTimeout < 0 || opts.UpstreamIdleTimeout < 0 ||
 		opts.ClientBodyTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
-		opts.ProbeWorkers < 0 || opts.ProbeQueueSize < 0 {
-		return nil, fmt.Errorf("ingress: UpstreamTimeout, UpstreamReadTimeout, UpstreamIdleTimeout, ClientBodyTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers and ProbeQueueSize must not be negative")
+		opts.ProbeWorkers < 0 || opts.ProbeQueueSize < 0 || opts.MaxBodySize < 0 {
+		return nil, fmt.Errorf("ingress: UpstreamTimeout, UpstreamReadTimeout, UpstreamIdleTimeout, ClientBodyTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers, ProbeQueueSize and MaxBodySize must not be negative")
 	}
 	if opts.Outlier, err = opts.Outlier.withDefaults(); err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
@@ -210,28 +213,7 @@ func New(opts Options) (*Ingress, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
-	// One transport for every route, sized for thousands of requests per
-	// second spread over tens of backends, with keep-alive reuse. Idle
-	// connections are capped lower than the concurrency a burst can reach:
-	// each one holds two goroutines and 8 KiB of buffers, and keeping
-	// hundreds per backend after a burst cost tens of MB of RSS (measured at
-	// 3,000 rps over 16 backends) for little reuse.
-	dial, readTimeout := opts.DialContext, opts.UpstreamReadTimeout
-	i.transport = &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &deadlineConn{Conn: c, timeout: readTimeout}, nil
-		},
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       opts.UpstreamIdleTimeout,
-		ResponseHeaderTimeout: opts.UpstreamTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass bodies through as the backend encoded them
-	}
+	i.upstreams = newUpstreams(opts)
 	empty, _, _ := router.New[*routeState](nil)
 	i.table.Store(&table{router: empty, byKey: map[string]*routeState{}})
 	return i, nil
@@ -321,6 +303,14 @@ func (i *Ingress) Update(specs []route.Spec) {
 			i.metrics.DeleteRoute(rs.key)
 		}
 	}
+	// Close the connections to backends that no route names any more.
+	named := map[string]bool{}
+	for _, rs := range t.routes {
+		for _, ep := range rs.endpoints {
+			named[ep] = true
+		}
+	}
+	i.upstreams.forget(func(addr string) bool { return named[addr] })
 	i.synced.Store(true)
 }
 
@@ -467,13 +457,6 @@ func (i *Ingress) newRoute(key string) *routeState {
 	for _, o := range loadbalancer.ProbeOutcomes {
 		rs.probeResults[o] = i.metrics.ProbeResults.WithLabelValues(key, string(o))
 	}
-	rs.proxy = &httputil.ReverseProxy{
-		Rewrite:      rs.rewrite,
-		Transport:    rs,
-		BufferPool:   &i.bufPool,
-		ErrorHandler: rs.errorHandler,
-		ErrorLog:     i.errLog,
-	}
 	return rs
 }
 
@@ -485,26 +468,4 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// bufferPool recycles the 32 KiB copy buffers of the reverse proxies. It
-// stores array pointers so that neither Get nor Put allocates.
-type bufferPool struct{ p sync.Pool }
-
-const bufSize = 32 << 10
-
-var _ httputil.BufferPool = (*bufferPool)(nil)
-
-func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[bufSize]byte); ok {
-		return v[:]
-	}
-	return new([bufSize]byte)[:]
-}
-
-func (b *bufferPool) Put(buf []byte) {
-	if cap(buf) < bufSize {
-		return
-	}
-	b.p.Put((*[bufSize]byte)(buf[:bufSize]))
 }

@@ -1,33 +1,32 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/prequalbench/prequalbench/ingress/metrics"
 	"github.com/prequalbench/prequalbench/ingress/prober"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
-// routeState is one route key: its policy, reverse proxy and counters.
+// routeState is one route key: its policy and counters.
 type routeState struct {
-	key   string
-	ing   *Ingress
-	proxy *httputil.ReverseProxy
+	key string
+	ing *Ingress
 
 	mu sync.Mutex // guards the fields below; held only around policy calls
 	// Configuration, written by Update under Ingress.mu and mu.
@@ -64,71 +63,249 @@ type routeState struct {
 	returnsMetric   prometheus.Counter
 }
 
-var (
-	_ http.RoundTripper = (*routeState)(nil)
-	_ prober.Target     = (*routeState)(nil)
-)
+var _ prober.Target = (*routeState)(nil)
 
-// ServeHTTP proxies a request to an endpoint of the matching route.
-func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !forwardablePath(r.URL) {
+// serve is the data plane's request handler: it checks the path, finds the
+// route and forwards the request to an endpoint the route's policy picks.
+// The request and its body are in memory (fasthttp reads them before
+// calling), and so is the answer: it is read whole from the backend, then
+// written to the client after serve returns.
+func (i *Ingress) serve(ctx *fasthttp.RequestCtx) {
+	req := &ctx.Request
+	path, ok := requestPath(req)
+	if ok {
+		path, ok = forwardablePath(path)
+	}
+	if !ok {
 		i.metrics.RejectedPaths.Inc()
-		writeText(w, http.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash or an encoded slash\n")
+		writeText(ctx, fasthttp.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash or an encoded slash\n")
 		return
 	}
-	rule, ok := i.table.Load().router.Match(r.Host, r.URL.Path)
+	host := bytesString(req.Header.Host())
+	rule, ok := i.table.Load().router.Match(host, path)
 	if !ok {
 		i.metrics.NoRoute.Inc()
-		writeText(w, http.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", r.Host, r.URL.Path))
+		writeText(ctx, fasthttp.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", host, path))
 		return
 	}
-	if r.Body != nil && r.Body != http.NoBody {
-		b := &clientBody{ReadCloser: r.Body, ResponseWriter: w, timeout: i.opts.ClientBodyTimeout}
-		r.Body, w = b, b
+	rule.Value.forward(ctx)
+}
+
+// bytesString views b as a string without copying; the string must not
+// outlive the request.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// requestPath returns the raw path of the request target. An absolute-form
+// target (a client that thinks it talks to a forward proxy) is rewritten to
+// origin form, with its authority as the Host, as net/http reads it.
+func requestPath(req *fasthttp.Request) (string, bool) {
+	uri := req.Header.RequestURI()
+	if len(uri) == 0 {
+		return "", false
 	}
-	rule.Value.proxy.ServeHTTP(w, r)
+	if uri[0] != '/' {
+		rest, ok := bytes.CutPrefix(uri, []byte("http://"))
+		if !ok {
+			return "", false
+		}
+		slash := bytes.IndexByte(rest, '/')
+		if slash <= 0 {
+			return "", false
+		}
+		req.Header.SetHostBytes(rest[:slash])
+		req.Header.SetRequestURIBytes(rest[slash:])
+		uri = req.Header.RequestURI()
+	}
+	if q := bytes.IndexByte(uri, '?'); q >= 0 {
+		uri = uri[:q]
+	}
+	return bytesString(uri), true
 }
 
-func writeText(w http.ResponseWriter, code int, msg string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	_, _ = io.WriteString(w, msg)
-}
-
-// rewrite prepares the outbound request; the endpoint is chosen later, in
-// RoundTrip. The inbound Host header is kept. ReverseProxy has already
-// removed X-Forwarded-* and Forwarded from the outbound request.
-func (rs *routeState) rewrite(pr *httputil.ProxyRequest) {
-	pr.Out.URL.Scheme = "http"
-	peer, _, err := net.SplitHostPort(pr.In.RemoteAddr)
+// forward sends the request to a picked endpoint, once more to another
+// endpoint when the first could not take it, and reports how it went to the
+// policy, outlier detection and the metrics.
+func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
+	rs.requests.Add(1)
+	req, resp := &ctx.Request, &ctx.Response
+	rs.ing.prepareRequest(ctx)
+	start := time.Now()
+	pol, p, err := rs.pick(start)
 	if err != nil {
-		peer = ""
+		rs.noEndpoint.Add(1)
+		rs.answer(ctx, fasthttp.StatusServiceUnavailable)
+		return
 	}
-	trusted := rs.ing.trusts(peer)
-	if trusted {
-		// A trusted proxy's chain is extended, as edge proxies do.
-		if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
-			pr.Out.Header["X-Forwarded-For"] = xff
+	err = rs.ing.upstreams.do(p.Endpoint, req, resp)
+	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
+		// Tell the first endpoint's policy, then try once more elsewhere.
+		now := time.Now()
+		rs.attemptDone(pol, p, now.Sub(start), 0, now)
+		pol2, p2, ok := rs.pickOther(now, p.Endpoint)
+		if !ok {
+			rs.failed(ctx, err) // nowhere else to go
+			return
+		}
+		pol, p, start = pol2, p2, now
+		resp.Reset()
+		err = rs.ing.upstreams.do(p.Endpoint, req, resp)
+	}
+	now := time.Now()
+	lat := now.Sub(start)
+	if err != nil {
+		rs.attemptDone(pol, p, lat, 0, now)
+		rs.failed(ctx, err)
+		return
+	}
+	code := resp.StatusCode()
+	rs.attemptDoneFeedback(pol, p, lat, code, now, &resp.Header)
+	rs.duration.Observe(lat.Seconds())
+	rs.finish(code)
+	cleanResponse(&resp.Header)
+}
+
+// retryable: an attempt that may go to another endpoint. A failed dial sent
+// nothing, so any request may (the body is in memory). With wider
+// (--retry) also an idempotent request whose exchange failed before the
+// response headers for any reason but a timeout (a 504 retried would double
+// a long wait).
+func retryable(req *fasthttp.Request, err error, wider bool) bool {
+	var ue *upstreamError
+	if !errors.As(err, &ue) {
+		return false
+	}
+	if ue.phase == phaseDial {
+		return true
+	}
+	return wider && ue.phase < phaseBody && !isTimeout(err) && replayable(req)
+}
+
+// failed answers a request whose exchange with the backends failed.
+func (rs *routeState) failed(ctx *fasthttp.RequestCtx, err error) {
+	var ue *upstreamError
+	errors.As(err, &ue)
+	code := fasthttp.StatusBadGateway
+	switch {
+	case ue != nil && ue.phase == phaseBody:
+		// The backend broke off (or stalled, or overflowed the size limit)
+		// mid-body: the client gets a clean 502, never a cut answer.
+		rs.upstreamError(upstreamBody, err)
+	case isTimeout(err):
+		rs.upstreamError(upstreamTimeout, err)
+		code = fasthttp.StatusGatewayTimeout
+	default:
+		rs.upstreamError(upstreamFailed, err)
+	}
+	ctx.Response.Reset()
+	rs.answer(ctx, code)
+}
+
+// answer counts and writes a generic answer the ingress makes itself.
+func (rs *routeState) answer(ctx *fasthttp.RequestCtx, code int) {
+	rs.finish(code)
+	writeText(ctx, code, statusBodies[code])
+}
+
+func writeText(ctx *fasthttp.RequestCtx, code int, msg string) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.SetBodyString(msg)
+}
+
+// hopHeaders are the hop-by-hop headers (RFC 9110 §7.6.1) besides
+// Connection and the ones it names. Upgrade is among them: the data plane
+// does not carry protocol switches, so an upgrade request reaches the
+// backend as a plain request, as through nginx without upgrade settings.
+var hopHeaders = []string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Upgrade"}
+
+// connectionTokens calls drop for every header named in the Connection
+// header fields of a request or response.
+func connectionTokens(values [][]byte, drop func(name []byte)) {
+	for _, v := range values {
+		for len(v) > 0 {
+			tok := v
+			if c := bytes.IndexByte(v, ','); c >= 0 {
+				tok, v = v[:c], v[c+1:]
+			} else {
+				v = nil
+			}
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				drop(tok)
+			}
 		}
 	}
-	pr.SetXForwarded()
+}
+
+// prepareRequest makes the inbound request the outbound one: without
+// hop-by-hop headers, keep-alive towards the backend, and with the
+// X-Forwarded-* and X-Real-IP headers that name the client. The Host
+// header and the request target pass unchanged.
+func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Request.Header
+	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
+		connectionTokens(conn, h.DelBytes)
+		h.Del(fasthttp.HeaderConnection)
+	}
+	h.ResetConnectionClose()
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	h.Del("Expect") // the server has read the body already
+	h.Del("Forwarded")
+	h.Del("X-Forwarded-Host")
+	h.Del("X-Forwarded-Proto")
+
+	var scratch [64]byte
+	peerAddr, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	peerAddr = peerAddr.Unmap()
+	peerBytes := scratch[:0]
+	if peerAddr.IsValid() {
+		peerBytes = peerAddr.AppendTo(peerBytes)
+	}
+	trusted := i.trustsAddr(peerAddr)
 	switch {
 	case trusted:
-		// Its X-Real-IP names the client; without one, the client is the
+		// A trusted proxy's chain is extended, as edge proxies do; its
+		// X-Real-IP names the client, and without one the client is the
 		// last address of the chain that is not a trusted proxy (nginx's
 		// real_ip_recursive).
-		if _, ok := pr.In.Header["X-Real-Ip"]; !ok {
-			pr.Out.Header["X-Real-Ip"] = []string{rs.ing.clientOf(pr.In.Header.Values("X-Forwarded-For"), peer)}
+		chain := h.PeekAll("X-Forwarded-For")
+		var lines []string
+		for _, l := range chain {
+			lines = append(lines, string(l))
 		}
-	case peer != "":
-		// Anyone else's claims are replaced by the peer, which is exactly
-		// what X-Forwarded-For holds now; the transport only reads the
-		// shared slice.
-		pr.Out.Header["X-Real-Ip"] = pr.Out.Header["X-Forwarded-For"]
+		if len(h.Peek("X-Real-Ip")) == 0 {
+			h.Set("X-Real-Ip", i.clientOf(lines, peerAddr.String()))
+		}
+		lines = append(lines, peerAddr.String())
+		h.Del("X-Forwarded-For")
+		h.Set("X-Forwarded-For", strings.Join(lines, ", "))
+	case len(peerBytes) > 0:
+		// Anyone else's claims are replaced by the peer.
+		h.Del("X-Forwarded-For")
+		h.SetBytesV("X-Forwarded-For", peerBytes)
+		h.Del("X-Real-Ip")
+		h.SetBytesV("X-Real-Ip", peerBytes)
 	default:
-		delete(pr.Out.Header, "X-Real-Ip")
+		h.Del("X-Forwarded-For")
+		h.Del("X-Real-Ip")
+	}
+	h.SetBytesV("X-Forwarded-Host", h.Host())
+	h.Set("X-Forwarded-Proto", "http")
+}
+
+// cleanResponse drops the backend's hop-by-hop headers; the server frames
+// the answer to the client itself (Content-Length, keep-alive).
+func cleanResponse(h *fasthttp.ResponseHeader) {
+	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
+		connectionTokens(conn, h.DelBytes)
+		h.Del(fasthttp.HeaderConnection)
+	}
+	h.ResetConnectionClose()
+	for _, name := range hopHeaders {
+		h.Del(name)
 	}
 }
 
@@ -162,6 +339,13 @@ func (i *Ingress) trusts(peer string) bool {
 	if err != nil {
 		return false
 	}
+	return i.trustsAddr(a)
+}
+
+func (i *Ingress) trustsAddr(a netip.Addr) bool {
+	if len(i.opts.TrustedProxies) == 0 || !a.IsValid() {
+		return false
+	}
 	a = a.WithZone("").Unmap()
 	for _, p := range i.opts.TrustedProxies {
 		if p.Contains(a) {
@@ -171,53 +355,55 @@ func (i *Ingress) trusts(peer string) bool {
 	return false
 }
 
-// RoundTrip picks an endpoint, sends the request over the shared transport
-// and arranges for the policy to hear when the response body is done.
-func (rs *routeState) RoundTrip(req *http.Request) (*http.Response, error) {
-	rs.requests.Add(1)
-	start := time.Now()
-	pol, p, err := rs.pick(start)
-	if err != nil {
-		return nil, errNoEndpoints
+// Kinds of upstream failure, the kind label of prequal_upstream_errors_total.
+const (
+	upstreamTimeout = "timeout" // no response headers in time (504)
+	upstreamFailed  = "failed"  // connection or exchange failed (502)
+	upstreamBody    = "body"    // the response body broke off after the headers
+)
+
+// Bodies of the answers the ingress makes itself: generic, so that no
+// endpoint address, route key or error text reaches a client. The details
+// go to the (rate-limited) log and the metrics.
+var statusBodies = map[int]string{
+	fasthttp.StatusBadRequest:            "400 Bad Request\n",
+	fasthttp.StatusRequestTimeout:        "408 Request Timeout\n",
+	fasthttp.StatusRequestEntityTooLarge: "413 Content Too Large\n",
+	fasthttp.StatusBadGateway:            "502 Bad Gateway\n",
+	fasthttp.StatusServiceUnavailable:    "503 Service Unavailable\n",
+	fasthttp.StatusGatewayTimeout:        "504 Gateway Timeout\n",
+}
+
+// clientError answers a request the server could not read: a stalled body
+// (408), one over the size limit (413) or one that does not parse (400). No
+// route or endpoint saw it.
+func (i *Ingress) clientError(ctx *fasthttp.RequestCtx, err error) {
+	code := fasthttp.StatusBadRequest
+	switch {
+	case isTimeout(err):
+		code = fasthttp.StatusRequestTimeout
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		code = fasthttp.StatusRequestEntityTooLarge
 	}
-	req.URL.Host = p.Endpoint
-	resp, err := rs.ing.transport.RoundTrip(req)
-	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
-		// Tell the first endpoint's policy, then try once more elsewhere.
-		now := time.Now()
-		rs.attemptDone(pol, p, now.Sub(start), 0, now)
-		if pol2, p2, ok := rs.pickOther(now, p.Endpoint); ok {
-			r2 := *req
-			u := *req.URL
-			u.Host = p2.Endpoint
-			r2.URL = &u
-			pol, p, start = pol2, p2, now
-			resp, err = rs.ing.transport.RoundTrip(&r2)
-		} else {
-			return nil, err
-		}
+	i.metrics.ClientErrors.WithLabelValues(strconv.Itoa(code)).Inc()
+	writeText(ctx, code, statusBodies[code])
+}
+
+// upstreamError counts a failed exchange with a backend and logs it.
+func (rs *routeState) upstreamError(kind string, err error) {
+	rs.upstreamErrors.Add(1)
+	rs.upstreamErrorKinds[kind].Inc()
+	if ok, suppressed := rs.ing.failLog.allow(time.Now()); ok {
+		rs.ing.log.Warn("upstream error", "route", rs.key, "kind", kind, "err", err, "suppressed_since_last", suppressed)
 	}
-	if err != nil {
-		now := time.Now()
-		status := 0
-		if req.Context().Err() != nil || isClientBodyError(err) {
-			// The client gave up, stalled sending its body (the server
-			// cancels the request then) or sent a body that does not parse
-			// (a bad chunk size): not the endpoint's fault.
-			status = 499
-		}
-		rs.attemptDone(pol, p, now.Sub(start), status, now)
-		return nil, err
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) {
+		return true
 	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// The upgraded connection needs the raw body; count the handshake.
-		now := time.Now()
-		rs.attemptDone(pol, p, now.Sub(start), resp.StatusCode, now)
-		rs.finish(resp.StatusCode)
-		return resp, nil
-	}
-	resp.Body = &trackedBody{ReadCloser: resp.Body, rs: rs, pol: pol, picked: p, start: start, status: resp.StatusCode, ctx: req.Context()}
-	return resp, nil
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // pick runs the policy under the route lock, then hands the due probes to
@@ -227,7 +413,13 @@ func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Pic
 	due := stack[:0]
 	rs.mu.Lock()
 	pol := rs.policy
-	p, err := pol.Pick(now, rs.rng)
+	var p loadbalancer.Picked
+	var err error
+	if sp, ok := pol.(loadbalancer.SyncPicker); ok {
+		p, err = rs.pickSyncLocked(now, sp) // returns with rs.mu held again
+	} else {
+		p, err = pol.Pick(now, rs.rng)
+	}
 	if err != nil {
 		rs.mu.Unlock()
 		return nil, p, err
@@ -247,6 +439,56 @@ func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Pic
 	}
 	rs.enqueue(due)
 	return pol, p, nil
+}
+
+// pickSyncLocked is a synchronous-probing pick (prequal-sync): the policy
+// names the replicas to probe, the route lock is released while they are
+// probed concurrently, and the policy picks from this query's answers.
+// rs.mu is held on entry and on return.
+func (rs *routeState) pickSyncLocked(now time.Time, sp loadbalancer.SyncPicker) (loadbalancer.Picked, error) {
+	var stack [8]string
+	targets := sp.PlanSync(now, rs.rng, stack[:0])
+	need, timeout := sp.SyncWait()
+	rs.mu.Unlock()
+	answers := rs.syncProbe(targets, need, timeout)
+	rs.mu.Lock()
+	return sp.PickSync(time.Now(), rs.rng, answers)
+}
+
+// syncProbe probes targets concurrently and returns the answers that came
+// in before need of them succeeded or timeout passed. Probes still out then
+// finish on their own (bounded by the probe timeout) so their connections
+// can be reused; their answers are dropped, never fed to the policy.
+func (rs *routeState) syncProbe(targets []string, need int, timeout time.Duration) []loadbalancer.SyncAnswer {
+	answers := make([]loadbalancer.SyncAnswer, 0, len(targets))
+	if len(targets) == 0 {
+		return answers
+	}
+	ch := make(chan loadbalancer.SyncAnswer, len(targets))
+	for _, ep := range targets {
+		go func() {
+			r := rs.ing.prober.Probe(context.Background(), ep)
+			rs.countProbe(r)
+			ch <- loadbalancer.SyncAnswer{Endpoint: ep, Reply: r.Reply, OK: r.Outcome == loadbalancer.ProbeOK}
+		}()
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	ok := 0
+	for range targets {
+		select {
+		case a := <-ch:
+			answers = append(answers, a)
+			if a.OK {
+				if ok++; ok >= need {
+					return answers
+				}
+			}
+		case <-t.C:
+			return answers
+		}
+	}
+	return answers
 }
 
 // pickOther picks among the endpoints other than avoid directly (healthy
@@ -279,11 +521,61 @@ func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Polic
 // to outlier detection.
 func (rs *routeState) attemptDone(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time) {
 	rs.mu.Lock()
+	rs.doneLocked(pol, p, latency, status, now)
+}
+
+// attemptDoneFeedback is attemptDone for an attempt that got an answer: a
+// policy that reads server feedback (c3) gets the queue size and service
+// time the backend put in the answer's headers first.
+func (rs *routeState) attemptDoneFeedback(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time, h *fasthttp.ResponseHeader) {
+	fu, ok := pol.(loadbalancer.FeedbackUser)
+	var fb loadbalancer.ServerFeedback
+	if ok {
+		fb = serverFeedback(h)
+	}
+	rs.mu.Lock()
+	if fb.Known {
+		fu.ServerFeedback(now, p, fb)
+	}
+	rs.doneLocked(pol, p, latency, status, now)
+}
+
+// doneLocked finishes an attempt with rs.mu held and releases it.
+func (rs *routeState) doneLocked(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time) {
 	pol.Done(now, p, latency, status)
 	rs.ejectBuf = rs.outliers.observe(now, p.Endpoint, status, rs.ejectBuf[:0])
 	rs.applyEjectionsLocked(rs.ejectBuf, true)
 	rs.mu.Unlock()
 	rs.inFlight.Add(-1)
+}
+
+// Headers the backend adds to every /work answer (docs/DESIGN.md, the
+// backend contract): its queue length when it answered and the request's
+// service time.
+const (
+	headerQueue     = "X-Prequal-Queue"
+	headerServiceUs = "X-Prequal-Service-Us"
+)
+
+// serverFeedback reads the feedback headers; Known is false when the
+// answer carried neither or they do not parse.
+func serverFeedback(h *fasthttp.ResponseHeader) loadbalancer.ServerFeedback {
+	var fb loadbalancer.ServerFeedback
+	if v := h.Peek(headerQueue); len(v) > 0 {
+		n, err := fasthttp.ParseUint(v)
+		if err != nil {
+			return loadbalancer.ServerFeedback{}
+		}
+		fb.QueueSize, fb.Known = n, true
+	}
+	if v := h.Peek(headerServiceUs); len(v) > 0 {
+		n, err := fasthttp.ParseUint(v)
+		if err != nil {
+			return loadbalancer.ServerFeedback{}
+		}
+		fb.ServiceTime, fb.Known = time.Duration(n)*time.Microsecond, true
+	}
+	return fb
 }
 
 // tickOutliersLocked returns endpoints whose ejection time is up and runs
@@ -332,142 +624,6 @@ func (rs *routeState) finish(code int) {
 	(*c).Inc()
 }
 
-// retryable: a request without a body (the transport has consumed and
-// closed one) whose connection could not be made: nothing was sent, so any
-// method is safe to send elsewhere. With wider (--retry) also an
-// idempotent one whose exchange failed before response headers for any
-// reason but a timeout (a 504 retried would double a long wait).
-func retryable(req *http.Request, err error, wider bool) bool {
-	if req.Body != nil && req.Body != http.NoBody {
-		return false
-	}
-	if req.Context().Err() != nil {
-		return false
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	if !wider || isTimeout(err) {
-		return false
-	}
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
-}
-
-// Kinds of upstream failure, the kind label of prequal_upstream_errors_total.
-const (
-	upstreamTimeout = "timeout" // no response headers in time (504)
-	upstreamFailed  = "failed"  // connection or exchange failed (502)
-	upstreamBody    = "body"    // the response body broke off after the headers
-)
-
-// Bodies of the answers the ingress makes itself: generic, so that no
-// endpoint address, route key or error text reaches a client. The details
-// go to the (rate-limited) log and the metrics.
-var statusBodies = map[int]string{
-	http.StatusBadRequest:         "400 Bad Request\n",
-	http.StatusRequestTimeout:     "408 Request Timeout\n",
-	http.StatusBadGateway:         "502 Bad Gateway\n",
-	http.StatusServiceUnavailable: "503 Service Unavailable\n",
-	http.StatusGatewayTimeout:     "504 Gateway Timeout\n",
-}
-
-// errorHandler answers requests that got no response from a backend.
-func (rs *routeState) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	var code int
-	switch {
-	case errors.Is(err, errNoEndpoints):
-		rs.noEndpoint.Add(1)
-		code = http.StatusServiceUnavailable
-	case clientBodyTimedOut(w):
-		// Checked before the context: the server cancels the request when
-		// its connection's read deadline expires.
-		code = http.StatusRequestTimeout
-	case r.Context().Err() != nil:
-		// The client went away; nobody reads an answer. 499 as nginx logs it.
-		rs.finish(499)
-		return
-	case isClientBodyError(err):
-		// A malformed body (e.g. a bad chunk size): the client's error.
-		code = http.StatusBadRequest
-	case isTimeout(err):
-		rs.upstreamError(upstreamTimeout, err)
-		code = http.StatusGatewayTimeout
-	default:
-		rs.upstreamError(upstreamFailed, err)
-		code = http.StatusBadGateway
-	}
-	rs.finish(code)
-	writeText(w, code, statusBodies[code])
-}
-
-// upstreamError counts a failed exchange with a backend and logs it.
-func (rs *routeState) upstreamError(kind string, err error) {
-	rs.upstreamErrors.Add(1)
-	rs.upstreamErrorKinds[kind].Inc()
-	if ok, suppressed := rs.ing.failLog.allow(time.Now()); ok {
-		rs.ing.log.Warn("upstream error", "route", rs.key, "kind", kind, "err", err, "suppressed_since_last", suppressed)
-	}
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// trackedBody reports the request to the policy when the proxy closes the
-// response body, so latency covers the whole response. The proxy's goroutine
-// does both the reads and the close.
-type trackedBody struct {
-	io.ReadCloser
-	rs      *routeState
-	pol     loadbalancer.Policy
-	picked  loadbalancer.Picked
-	start   time.Time
-	status  int
-	ctx     context.Context // the request's: done when the client went away
-	readErr error           // the first read error other than io.EOF
-	closed  atomic.Bool
-}
-
-func (b *trackedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.readErr == nil {
-		b.readErr = err
-	}
-	return n, err
-}
-
-func (b *trackedBody) Close() error {
-	err := b.ReadCloser.Close()
-	if b.closed.CompareAndSwap(false, true) {
-		now := time.Now()
-		lat := now.Sub(b.start)
-		code, status := b.status, b.status
-		if b.readErr != nil {
-			if b.ctx.Err() != nil {
-				code, status = 499, 499 // the client went away mid-body
-			} else {
-				// The backend broke off mid-body: the client got a cut
-				// response, so this is the backend's error, not a success.
-				code, status = http.StatusBadGateway, 0
-				b.rs.upstreamError(upstreamBody, b.readErr)
-			}
-		}
-		b.rs.attemptDone(b.pol, b.picked, lat, status, now)
-		b.rs.duration.Observe(lat.Seconds())
-		b.rs.finish(code)
-	}
-	return err
-}
-
 // enqueue hands probes to the prober; drops are reported to the policy.
 func (rs *routeState) enqueue(due []string) {
 	for _, ep := range due {
@@ -477,8 +633,8 @@ func (rs *routeState) enqueue(due []string) {
 	}
 }
 
-// ProbeDone feeds a probe outcome to the route's current policy.
-func (rs *routeState) ProbeDone(endpoint string, r prober.Result) {
+// countProbe counts a probe's outcome in the metrics.
+func (rs *routeState) countProbe(r prober.Result) {
 	if r.Outcome != loadbalancer.ProbeDropped {
 		rs.probesSent.Inc()
 		rs.probeLatency.Observe(r.Duration.Seconds())
@@ -486,6 +642,11 @@ func (rs *routeState) ProbeDone(endpoint string, r prober.Result) {
 	if c := rs.probeResults[r.Outcome]; c != nil {
 		c.Inc()
 	}
+}
+
+// ProbeDone feeds a probe outcome to the route's current policy.
+func (rs *routeState) ProbeDone(endpoint string, r prober.Result) {
+	rs.countProbe(r)
 	rs.mu.Lock()
 	if r.Outcome == loadbalancer.ProbeOK {
 		rs.policy.ProbeResult(r.Received, endpoint, r.Reply)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
 
@@ -83,12 +85,7 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	addrs := Addrs{Proxy: pl.Addr().String(), Admin: al.Addr().String()}
 
 	var stopping atomic.Bool
-	proxySrv := &http.Server{
-		Handler:           ing,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          ing.errLog,
-	}
+	proxySrv := ing.ProxyServer()
 	adminSrv := &http.Server{
 		Handler: ing.Admin(AdminConfig{
 			Token: cfg.AdminToken,
@@ -115,7 +112,7 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 		_ = ing.Run(runCtx)
 	}()
 	go func() {
-		if err := proxySrv.Serve(pl); !errors.Is(err, http.ErrServerClosed) {
+		if err := proxySrv.Serve(pl); err != nil {
 			errc <- fmt.Errorf("ingress: proxy server: %w", err)
 		}
 	}()
@@ -156,9 +153,8 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := proxySrv.Shutdown(sctx); err != nil {
+	if err := proxySrv.ShutdownWithContext(sctx); err != nil {
 		log.Warn("in-flight requests did not finish before the shutdown deadline", "timeout", cfg.ShutdownTimeout, "err", err)
-		_ = proxySrv.Close()
 	}
 	_ = adminSrv.Shutdown(sctx)
 	cancelRun()
@@ -167,6 +163,34 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	log.Info("ingress stopped")
 	return runErr
 }
+
+// ProxyServer is the data plane's HTTP/1.1 server for ing: fasthttp's,
+// which reads each request whole (headers and body, bounded by
+// ClientBodyTimeout and MaxBodySize) before the proxy sees it, and keeps
+// client connections alive for 2 minutes between requests.
+func (i *Ingress) ProxyServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                      i.serve,
+		ErrorHandler:                 i.clientError,
+		ReadTimeout:                  i.opts.ClientBodyTimeout,
+		WriteTimeout:                 i.opts.UpstreamReadTimeout,
+		IdleTimeout:                  120 * time.Second,
+		MaxRequestBodySize:           i.opts.MaxBodySize,
+		ReadBufferSize:               16 << 10, // the largest request head, as nginx's large_client_header_buffers
+		DisablePreParseMultipartForm: true,     // bodies pass through as sent
+		NoDefaultServerHeader:        true,
+		NoDefaultDate:                true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       discardLogger{},
+	}
+}
+
+// discardLogger drops fasthttp's own log lines: every failure it reports
+// also reaches the client as an answer, counted in the metrics.
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
 
 // IsLoopback reports whether a listen address binds only loopback.
 func IsLoopback(addr string) (bool, error) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/prequalbench/prequalbench/ingress"
+	"github.com/prequalbench/prequalbench/ingress/ingresstest"
 	"github.com/prequalbench/prequalbench/ingress/kubesource"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/internal/kubetest"
@@ -414,11 +414,10 @@ func TestKubeTrafficEndToEnd(t *testing.T) {
 	f.create(ing("work", &f.class, map[string]string{kubesource.AnnotationLoadBalance: "round-robin"}, "work.example",
 		path("/work", networkingv1.PathTypePrefix, "work", networkingv1.ServiceBackendPort{Number: 80})))
 
-	srv := httptest.NewServer(dp)
-	defer srv.Close()
+	srvURL := ingresstest.Serve(t, dp)
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func() int {
-		req, _ := http.NewRequest("GET", srv.URL+"/work?iterations=1", nil)
+		req, _ := http.NewRequest("GET", srvURL+"/work?iterations=1", nil)
 		req.Host = "work.example"
 		resp, err := client.Do(req)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/prequalbench/prequalbench/ingress"
+	"github.com/prequalbench/prequalbench/ingress/ingresstest"
 	"github.com/prequalbench/prequalbench/ingress/kubesource"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/internal/kubetest"
@@ -166,11 +166,10 @@ func TestKubeAPIServerRestart(t *testing.T) {
 		}
 	})
 
-	srv := httptest.NewServer(dp)
-	defer srv.Close()
+	srvURL := ingresstest.Serve(t, dp)
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func() int {
-		resp, err := client.Get(srv.URL + "/work?iterations=1")
+		resp, err := client.Get(srvURL + "/work?iterations=1")
 		if err != nil {
 			t.Fatalf("GET through the ingress: %v", err)
 		}

@@ -60,6 +60,7 @@ type Metrics struct {
 	OutlierEjections  *prometheus.CounterVec // route, reason
 	OutlierReturns    *prometheus.CounterVec // route
 	RejectedPaths     prometheus.Counter
+	ClientErrors      *prometheus.CounterVec // code
 
 	gauges gaugeCollector
 }
@@ -131,6 +132,10 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "prequal_rejected_paths_total",
 			Help: "Requests answered 400 because their path had a dot-segment, an empty segment, a backslash or an encoded slash.",
 		}),
+		ClientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prequal_client_errors_total",
+			Help: "Requests the proxy could not read, by the answer they got: 400 (malformed), 408 (stalled) or 413 (body over the limit). No route saw them.",
+		}, []string{"code"}),
 	}
 	m.gauges = gaugeCollector{
 		snapshot: snapshot,
@@ -146,6 +151,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 	for _, c := range []prometheus.Collector{
 		m.Requests, m.RequestDuration, m.Selections, m.Fallbacks, m.ProbesSent, m.ProbeResults,
 		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths,
+		m.ClientErrors,
 		m.OutlierEjections, m.OutlierReturns, &m.gauges,
 	} {
 		if err := reg.Register(c); err != nil {

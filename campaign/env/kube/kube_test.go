@@ -14,6 +14,7 @@ import (
 	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/cluster/kubeapply"
 	"github.com/prequalbench/prequalbench/ingress"
+	"github.com/prequalbench/prequalbench/ingress/ingresstest"
 	"github.com/prequalbench/prequalbench/ingress/kubesource"
 	"github.com/prequalbench/prequalbench/internal/kubetest"
 	"github.com/prequalbench/prequalbench/manifests"
@@ -155,8 +156,7 @@ func TestEnvOnRealAPIServer(t *testing.T) {
 	go func() { _ = ing.Run(runCtx); ran <- struct{}{} }()
 	go func() { _ = src.Run(runCtx, ing); ran <- struct{}{} }()
 	defer func() { stopRun(); <-ran; <-ran }()
-	proxy := httptest.NewServer(ing)
-	defer proxy.Close()
+	proxyURL := ingresstest.Serve(t, ing)
 	admin := httptest.NewServer(ing.Admin(ingress.AdminConfig{Token: "tok"}))
 	defer admin.Close()
 
@@ -166,7 +166,7 @@ func TestEnvOnRealAPIServer(t *testing.T) {
 	}
 	c.Poll = 20 * time.Millisecond
 	e, err := New(Options{Scenario: s, Client: c, Name: "kube", Timeout: 60 * time.Second,
-		Access: &fakeAccess{proxy: proxy.URL, admin: admin.URL, backend: backend.URL},
+		Access: &fakeAccess{proxy: proxyURL, admin: admin.URL, backend: backend.URL},
 		Deploy: deploy.Options{Topology: manifests.TopologyEA, Namespace: ns, IngressImage: "i:1", BackendImage: "b:1", AdminToken: "tok"}})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestEnvOnRealAPIServer(t *testing.T) {
 		t.Errorf("backend %+v, want route %s", b, key)
 	}
 	ts := e.LoadTargets()
-	if len(ts) != 1 || !strings.HasPrefix(ts[0].URL, proxy.URL+"/work?iterations=") || ts[0].Route != key {
+	if len(ts) != 1 || !strings.HasPrefix(ts[0].URL, proxyURL+"/work?iterations=") || ts[0].Route != key {
 		t.Errorf("targets %+v", ts)
 	}
 	// Traffic through the proxy reaches the fake backend.

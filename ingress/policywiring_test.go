@@ -1,0 +1,103 @@
+package ingress
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/internal/testbackend"
+	"github.com/prequalbench/prequalbench/loadbalancer"
+)
+
+// prequal-sync through the ingress: each query's pick comes from the
+// answers of its own probes, never the random fallback that Pick is for a
+// caller that does not drive the two phases. The long timeout keeps a
+// loaded host from turning picks into fallbacks.
+func TestProxy_PrequalSyncProbesPerQuery(t *testing.T) {
+	var eps []string
+	for range 3 {
+		eps = append(eps, testbackend.Start(t, "--service-time", "1ms").Addr)
+	}
+	ing, url := newTestIngress(t, Options{},
+		route.Spec{Key: "s", Path: "/", Algorithm: "prequal-sync{timeout=2s}", Endpoints: eps})
+	const queries = 20
+	for range queries {
+		if code, body, _ := get(t, url+"/work?iterations=1", ""); code != 200 {
+			t.Fatalf("status %d: %s", code, body)
+		}
+	}
+	st := policyStats(t, ing, "s")
+	if st.Fallbacks != 0 {
+		t.Fatalf("%d of %d picks were random fallbacks: the ingress did not probe synchronously", st.Fallbacks, queries)
+	}
+	// d = 3 probes per query, the pick waits for d-1 = 2 answers.
+	if ok := st.ProbeOutcomes[loadbalancer.ProbeOK]; ok < 2*queries {
+		t.Fatalf("%d probe answers used for %d queries, want at least %d", ok, queries, 2*queries)
+	}
+	if st.HotPicks+st.ColdPicks != queries {
+		t.Fatalf("hot %d + cold %d picks, want %d", st.HotPicks, st.ColdPicks, queries)
+	}
+}
+
+// c3 through the ingress reads the queue size the backends put in their
+// answers: a backend that reports a long queue is avoided although it
+// answers as fast as the other. Without the feedback both look alike and
+// split the picks.
+func TestProxy_C3ReadsServerFeedback(t *testing.T) {
+	backend := func(queue string) string {
+		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Prequal-Queue", queue)
+			w.Header().Set("X-Prequal-Service-Us", "500")
+			_, _ = w.Write([]byte("ok"))
+		}))
+		t.Cleanup(be.Close)
+		return strings.TrimPrefix(be.URL, "http://")
+	}
+	queued, idle := backend("50"), backend("0")
+	ing, url := newTestIngress(t, Options{},
+		route.Spec{Key: "c", Path: "/", Algorithm: "c3", Endpoints: []string{queued, idle}})
+	const queries = 60
+	for range queries {
+		if code, body, _ := get(t, url+"/work", ""); code != 200 {
+			t.Fatalf("status %d: %s", code, body)
+		}
+	}
+	var picks uint64
+	for _, ep := range policyStats(t, ing, "c").Endpoints {
+		if ep.Address == queued {
+			picks = ep.Picks
+		}
+	}
+	// One pick to learn its score, a few more at most.
+	if picks > 3 {
+		t.Fatalf("the backend reporting a queue of 50 got %d of %d picks", picks, queries)
+	}
+}
+
+func TestServerFeedback_Headers(t *testing.T) {
+	for _, tt := range []struct {
+		queue, svc string
+		want       loadbalancer.ServerFeedback
+	}{
+		{"3", "1500", loadbalancer.ServerFeedback{Known: true, QueueSize: 3, ServiceTime: 1500 * 1000}},
+		{"", "", loadbalancer.ServerFeedback{}},
+		{"7", "", loadbalancer.ServerFeedback{Known: true, QueueSize: 7}},
+		{"-1", "10", loadbalancer.ServerFeedback{}},
+		{"2", "x", loadbalancer.ServerFeedback{}},
+	} {
+		var resp fasthttp.ResponseHeader
+		if tt.queue != "" {
+			resp.Set(headerQueue, tt.queue)
+		}
+		if tt.svc != "" {
+			resp.Set(headerServiceUs, tt.svc)
+		}
+		if got := serverFeedback(&resp); got != tt.want {
+			t.Errorf("queue %q service %q: got %+v, want %+v", tt.queue, tt.svc, got, tt.want)
+		}
+	}
+}

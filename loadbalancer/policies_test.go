@@ -291,3 +291,52 @@ func TestNewPolicies_SeamCallsDoNotAllocate(t *testing.T) {
 		t.Errorf("prequal-sync plan+pick+done: %v allocations", a)
 	}
 }
+
+// gRPC's stride scheduler offsets each endpoint's turn by index·32767 so
+// that endpoints of equal weight skip different generations: with weights
+// 0.8, 0.8 and 1 the heaviest endpoint must never be picked twice in a
+// row (without the offset both light ones skip every fifth generation
+// together and it is).
+func TestWRR_EqualWeightsSkipDifferentGenerations(t *testing.T) {
+	p := newPolicy(t, "wrr{blackout=0s}", 3, nil)
+	eps := addrs(3)
+	p.ProbeResult(at(0), eps[0], load(80, 0, 1))
+	p.ProbeResult(at(0), eps[1], load(80, 0, 1))
+	p.ProbeResult(at(0), eps[2], load(100, 0, 1))
+	rng := newRNG()
+	prev, runs, counts := "", 0, map[string]int{}
+	for i := range 3000 {
+		now := at(1000 + i%500) // after the first rebuild
+		pk := mustPick(t, p, now, rng)
+		p.Done(now, pk, time.Millisecond, 200)
+		if pk.Endpoint == eps[2] && prev == eps[2] {
+			runs++
+		}
+		prev = pk.Endpoint
+		counts[pk.Endpoint]++
+	}
+	if runs > 0 {
+		t.Errorf("the heaviest endpoint was picked twice in a row %d times", runs)
+	}
+	if got := float64(counts[eps[2]]) / 3000; math.Abs(got-100.0/260) > 0.01 {
+		t.Errorf("heaviest share %.3f, want %.3f", got, 100.0/260)
+	}
+}
+
+// Weights are clamped to at most 10× their mean, as gRPC C++ does, so one
+// endpoint reporting a tiny utilization cannot take nearly every pick:
+// among 20 endpoints, one of weight 1e4 and 19 of weight 100 (mean 595),
+// the big one counts as 5950 and has a share of 5950/(5950+1900) ≈ 0.758
+// (0.84 unclamped).
+func TestWRR_WeightRatioClamped(t *testing.T) {
+	p := newPolicy(t, "wrr{blackout=0s}", 20, nil)
+	eps := addrs(20)
+	p.ProbeResult(at(0), eps[0], load(100, 0, 0.01)) // weight 1e4
+	for _, a := range eps[1:] {
+		p.ProbeResult(at(0), a, load(100, 0, 1)) // weight 100
+	}
+	s := shares(t, p, 1000, 20000)
+	if want := 5950.0 / 7850; math.Abs(s[eps[0]]-want) > 0.02 {
+		t.Errorf("big endpoint's share %.3f, want %.3f (10× the mean)", s[eps[0]], want)
+	}
+}

@@ -17,10 +17,14 @@ import (
 // scheduler is rebuilt from the weights: endpoints without a usable
 // weight get the mean of the others; with fewer than two usable weights
 // every endpoint weighs the same (round-robin). The pick is gRPC's static
-// stride scheduler: weights scaled so the largest is 65535 (the smallest
-// clamped to 1% of it), and endpoint seq mod n is taken on its turn when
-// (w·(seq div n) + 32767) mod 65535 >= 65535 − w, so each endpoint gets
-// w/65535 of its turns, O(1) expected per pick for bounded weight ratios.
+// stride scheduler (grpc static_stride_scheduler.cc; grpc-go's
+// edfScheduler): weights clamped to [1%, 10×] of their mean (C++'s
+// kMinRatio and kMaxRatio, so a pick takes at most about 10 rounds) and
+// scaled so the largest is 65535; endpoint i = seq mod n is taken on its
+// turn when (w·(seq div n) + i·32767) mod 65535 >= 65535 − w, so each
+// endpoint gets w/65535 of its turns. The i·32767 offset staggers the
+// skips of endpoints with equal weights, which would otherwise skip the
+// same generations together.
 type wrr struct {
 	probeless
 	cfg   WRRConfig
@@ -42,7 +46,8 @@ type wrrState struct {
 
 const (
 	wrrMaxWeight = math.MaxUint16
-	wrrMinRatio  = 0.01
+	wrrMinRatio  = 0.01 // of the mean weight, as gRPC C++'s kMinRatio
+	wrrMaxRatio  = 10   // of the mean weight, as gRPC C++'s kMaxRatio
 )
 
 var _ Policy = (*wrr)(nil)
@@ -96,13 +101,15 @@ func (w *wrr) rebuild(t int64) {
 		return
 	}
 	mean := sum / float64(usable)
-	hi = max(hi, mean)
+	hi = min(hi, wrrMaxRatio*mean)
+	scale := wrrMaxWeight / hi
+	lo := max(math.Round(mean*scale*wrrMinRatio), 1)
 	for i := range w.eps {
 		x := w.usable(i, t)
 		if x == 0 {
 			x = mean
 		}
-		w.sched[i] = uint16(max(math.Round(x/hi*wrrMaxWeight), math.Ceil(wrrMinRatio*wrrMaxWeight)))
+		w.sched[i] = uint16(min(max(math.Round(x*scale), lo), wrrMaxWeight))
 	}
 }
 
@@ -115,7 +122,7 @@ func (w *wrr) next() int {
 		w.seq++
 		i := seq % n
 		wt := uint64(w.sched[i])
-		if (wt*(seq/n)+offset)%wrrMaxWeight >= wrrMaxWeight-wt {
+		if (wt*(seq/n)+i*offset)%wrrMaxWeight >= wrrMaxWeight-wt {
 			return int(i)
 		}
 	}

@@ -145,3 +145,26 @@ func victimPicks(w *World) [2]uint64 {
 	}
 	return v
 }
+
+// C3's n in q̂ = 1 + os·n + q̄ is the number of clients sharing the
+// servers: the world's ingress replicas unless the scenario or a variant
+// says otherwise.
+func TestWorld_C3CountsTheSimulatedClients(t *testing.T) {
+	base := Config{Seed: 1, Clients: 5, Algorithm: "c3", Policy: loadbalancer.DefaultConfig(), Network: DefaultNetwork,
+		Routes: []Route{{Name: "work", Groups: []Group{{Name: "a", Replicas: 2, Mode: "io", ServiceTime: time.Millisecond, Concurrency: 1, QueueLimit: 8}}}}}
+	w, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.cfg.Policy.C3.Clients; got != 5 {
+		t.Errorf("C3.Clients = %d with 5 simulated clients, want 5", got)
+	}
+	set := base
+	set.Policy.C3.Clients = 7 // set by the scenario: kept
+	if w, err = New(set); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.cfg.Policy.C3.Clients; got != 7 {
+		t.Errorf("C3.Clients = %d after the scenario set 7, want 7", got)
+	}
+}

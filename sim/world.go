@@ -114,6 +114,13 @@ func New(cfg Config) (*World, error) {
 	if cfg.CPURoundTime == 0 {
 		cfg.CPURoundTime = DefaultCPURoundTime
 	}
+	// C3's q̂ = 1 + os·n + q̄ counts n clients sharing the servers: here
+	// the simulated ingress replicas. Left at its default (1), it would
+	// weigh each replica's outstanding requests as if it were alone. A
+	// variant (c3{clients=k}) still overrides it.
+	if cfg.Policy.C3.Clients == loadbalancer.DefaultConfig().C3.Clients {
+		cfg.Policy.C3.Clients = cfg.Clients
+	}
 	if cfg.Network.Delay < 0 || cfg.Network.Jitter < 0 {
 		return nil, fmt.Errorf("sim: network delay and jitter must be >= 0, got %v and %v", cfg.Network.Delay, cfg.Network.Jitter)
 	}

@@ -545,25 +545,5 @@ func (e *Env) copyTail(src, dst string) error {
 }
 
 func (e *Env) get(ctx context.Context, url string) ([]byte, error) {
-	return e.do(ctx, http.MethodGet, url)
-}
-
-func (e *Env) do(ctx context.Context, method, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return b, nil
+	return env.Call(ctx, e.client, http.MethodGet, url)
 }

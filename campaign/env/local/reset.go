@@ -12,15 +12,6 @@ import (
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 )
 
-// backendStats is the backend's /stats and /reset answer.
-type backendStats struct {
-	InFlight int    `json:"in_flight"`
-	Queued   int    `json:"queued"`
-	Served   uint64 `json:"served"`
-	Rejected uint64 `json:"rejected"`
-	MaxQueue int    `json:"max_queue"`
-}
-
 // backendProbe is the backend's /prequal/probe answer.
 type backendProbe struct {
 	RIF     int      `json:"rif"`
@@ -42,15 +33,11 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 		problems = append(problems, "did not drain: "+err.Error())
 	}
 	for _, b := range e.backendList() {
-		body, err := e.do(ctx, http.MethodPost, "http://"+b.info.Address+"/reset")
+		st, err := env.CallBackend(ctx, e.client, http.MethodPost, b.info.Address, "/reset")
 		if err != nil {
 			return env.Verification{}, fmt.Errorf("local: reset backend %s: %w", b.info.Address, err)
 		}
-		var st backendStats
-		if err := json.Unmarshal(body, &st); err != nil {
-			return env.Verification{}, fmt.Errorf("local: reset backend %s: bad answer %q", b.info.Address, body)
-		}
-		if st.InFlight != 0 || st.Queued != 0 || st.Served != 0 || st.Rejected != 0 || st.MaxQueue != 0 {
+		if !st.Clean() {
 			problems = append(problems, fmt.Sprintf("backend %s after reset: %+v", b.info.Address, st))
 		}
 		if b.probeFault != "" && b.probeFault != "none" {
@@ -58,7 +45,7 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 			// malformed, stale): /reset's counters above are the check.
 			continue
 		}
-		body, err = e.get(ctx, "http://"+b.info.Address+"/prequal/probe")
+		body, err := e.get(ctx, "http://"+b.info.Address+"/prequal/probe")
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("backend %s probe: %v", b.info.Address, err))
 			continue
@@ -125,13 +112,9 @@ func verifyFresh(st adminapi.State) error {
 // drained returns nil when no request is in flight or queued anywhere.
 func (e *Env) drained(ctx context.Context) error {
 	for _, b := range e.backendList() {
-		body, err := e.get(ctx, "http://"+b.info.Address+"/stats")
+		st, err := env.CallBackend(ctx, e.client, http.MethodGet, b.info.Address, "/stats")
 		if err != nil {
 			return fmt.Errorf("backend %s stats: %w", b.info.Address, err)
-		}
-		var st backendStats
-		if err := json.Unmarshal(body, &st); err != nil {
-			return fmt.Errorf("backend %s stats: bad answer %q", b.info.Address, body)
 		}
 		if st.InFlight != 0 || st.Queued != 0 {
 			return fmt.Errorf("backend %s: %d in flight, %d queued", b.info.Address, st.InFlight, st.Queued)

@@ -40,7 +40,8 @@ type Config struct {
 	// scenario route's host).
 	Host string `json:"host,omitempty"`
 	// SetAlgorithm is a shell command run before each run's reset, with
-	// {algorithm} replaced by the algorithm and PREQUALBENCH_ALGORITHM
+	// {algorithm} replaced by the algorithm (single-quoted unless the hook
+	// quotes it) and PREQUALBENCH_ALGORITHM
 	// and PREQUALBENCH_PROXY in its environment.
 	SetAlgorithm string `json:"setAlgorithm,omitempty"`
 	// Reset is a shell command that brings the ingress back to a clean

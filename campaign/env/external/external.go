@@ -3,10 +3,8 @@ package external
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -206,11 +204,11 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 		problems = append(problems, "no backend addresses: backends not reset")
 	}
 	for _, b := range e.backends {
-		st, err := e.backendCall(ctx, http.MethodPost, b.Address, "/reset")
+		st, err := env.CallBackend(ctx, e.client, http.MethodPost, b.Address, "/reset")
 		if err != nil {
 			return env.Verification{}, fmt.Errorf("external: reset backend %s: %w", b.Address, err)
 		}
-		if st.InFlight != 0 || st.Queued != 0 || st.Served != 0 || st.Rejected != 0 {
+		if !st.Clean() {
 			problems = append(problems, fmt.Sprintf("backend %s after reset: %+v", b.Address, st))
 		}
 	}
@@ -286,40 +284,8 @@ func (e *Env) topology() string {
 // Close does nothing: the ingress and the backends are not ours.
 func (e *Env) Close() error { return nil }
 
-// backendStats is a prequalbench backend's /stats and /reset answer.
-type backendStats struct {
-	InFlight int    `json:"in_flight"`
-	Queued   int    `json:"queued"`
-	Served   uint64 `json:"served"`
-	Rejected uint64 `json:"rejected"`
-}
-
-func (e *Env) stats(ctx context.Context, addr string) (backendStats, error) {
-	return e.backendCall(ctx, http.MethodGet, addr, "/stats")
-}
-
-func (e *Env) backendCall(ctx context.Context, method, addr, path string) (backendStats, error) {
-	var st backendStats
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return st, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s %s: status %d", method, path, resp.StatusCode)
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("%s %s: bad answer %q", method, path, b)
-	}
-	return st, nil
+func (e *Env) stats(ctx context.Context, addr string) (env.BackendStats, error) {
+	return env.CallBackend(ctx, e.client, http.MethodGet, addr, "/stats")
 }
 
 // drain waits (up to DrainTimeout) until no backend has a request in
@@ -374,14 +340,17 @@ func (e *Env) settle(ctx context.Context) error {
 func (e *Env) hook(ctx context.Context, name, command string) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.hookTimeout)
 	defer cancel()
-	line := strings.ReplaceAll(command, "{algorithm}", e.algorithm)
+	line, err := substitute(command, e.algorithm)
+	if err != nil {
+		return fmt.Errorf("external: %s hook: %w", name, err)
+	}
 	cmd := exec.CommandContext(ctx, "sh", "-c", line)
 	cmd.Dir = e.cfg.dir
 	cmd.Env = append(os.Environ(), "PREQUALBENCH_ALGORITHM="+e.algorithm, "PREQUALBENCH_PROXY="+e.proxy())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	err = cmd.Run()
 	e.log(fmt.Sprintf("%s %s: %s\n%s", time.Now().UTC().Format(time.RFC3339Nano), name, line, out.String()))
 	if err != nil {
 		tail := strings.TrimSpace(out.String())
@@ -391,6 +360,53 @@ func (e *Env) hook(ctx context.Context, name, command string) error {
 		return fmt.Errorf("external: %s hook %q for %s: %v: %s", name, line, e.algorithm, err, tail)
 	}
 	return nil
+}
+
+// Placeholder is replaced by the algorithm's name in a hook's line.
+const Placeholder = "{algorithm}"
+
+// substitute puts the algorithm's name into a hook's shell line. Outside
+// quotes the name goes in single-quoted: a variant's braces and commas
+// (prequal{probes=3,remove=1}) are brace-expanded into two words by
+// shells that do it (bash as sh, as on macOS). Inside the hook's own
+// quotes it goes in as is, since nothing a name may hold is special
+// there. A name with any other character (quotes, $, spaces) is refused
+// rather than quoted: names are canonical algorithm names.
+func substitute(line, name string) (string, error) {
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.{}=,+:", r)
+		if !ok {
+			return "", fmt.Errorf("algorithm %q: only letters, digits and - _ . { } = , + : may go into a hook's line", name)
+		}
+	}
+	var b strings.Builder
+	var quote byte // 0, '\'' or '"'
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if quote != '\'' && c == '\\' && i+1 < len(line) {
+			b.WriteByte(c)
+			b.WriteByte(line[i+1])
+			i++
+			continue
+		}
+		if strings.HasPrefix(line[i:], Placeholder) {
+			if quote == 0 {
+				b.WriteString("'" + name + "'")
+			} else {
+				b.WriteString(name)
+			}
+			i += len(Placeholder) - 1
+			continue
+		}
+		switch {
+		case quote == 0 && (c == '\'' || c == '"'):
+			quote = c
+		case quote != 0 && c == quote:
+			quote = 0
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
 }
 
 func (e *Env) log(s string) {

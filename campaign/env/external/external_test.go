@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -99,5 +100,42 @@ func TestHooks(t *testing.T) {
 	e.cfg.Reset = "echo cannot reload >&2; exit 3"
 	if _, err := e.Reset(context.Background(), scenario.ResetAdmin); err == nil || !strings.Contains(err.Error(), "cannot reload") {
 		t.Errorf("failing hook: %v", err)
+	}
+}
+
+// A variant's name reaches a hook as one word even in a shell that
+// brace-expands (bash: prequal{probes=3,remove=1} would become two
+// words), whether the hook quotes {algorithm} or not; a name with shell
+// syntax in it is refused.
+func TestSubstituteQuotesTheAlgorithm(t *testing.T) {
+	const name = "prequal{probes=3,remove=1}"
+	for _, hook := range []string{
+		`printf '<%s>' {algorithm}`,
+		`printf '<%s>' "{algorithm}"`,
+		`printf '<%s>' '{algorithm}'`,
+		`printf '<%s>' x\ {algorithm}`,
+	} {
+		line, err := substitute(hook, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "<" + name + ">"
+		if strings.Contains(hook, `x\ `) {
+			want = "<x " + name + ">" // the escaped space joins the words
+		}
+		for _, shell := range []string{"sh", "bash"} {
+			if _, err := exec.LookPath(shell); err != nil {
+				continue
+			}
+			out, err := exec.Command(shell, "-c", line).CombinedOutput()
+			if err != nil || string(out) != want {
+				t.Errorf("%s -c %s (from %s): %q, %v; want %q", shell, line, hook, out, err, want)
+			}
+		}
+	}
+	for _, bad := range []string{"a;touch x", "$(id)", "a b", "it's", "`id`"} {
+		if _, err := substitute("./switch.sh {algorithm}", bad); err == nil {
+			t.Errorf("name %q substituted", bad)
+		}
 	}
 }

@@ -46,8 +46,9 @@ type YARPConfig struct {
 
 // LinearConfig holds the Linear rule's weight (see linearRule).
 type LinearConfig struct {
-	// Weight is the RIF coefficient: score = Weight·RIF + latency/mean
-	// pool latency.
+	// Weight is the RIF coefficient: score = Weight·RIF + latency/a, a
+	// the processing time at one request in flight (see linearRule); 1 is
+	// the paper's equal weighting.
 	Weight float64 `json:"weight"`
 }
 

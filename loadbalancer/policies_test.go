@@ -202,20 +202,22 @@ func fillPool(t *testing.T, p Policy, answers [][2]int) {
 }
 
 func TestLinearAndRIFOnly_Rules(t *testing.T) {
+	// The answers at RIF <= 1 (40 ms, then 20 ms) make Linear's scale a =
+	// 40 + (20−40)/16 = 38.75 ms; scores are weight·RIF + latency/a.
 	answers := [][2]int{{0, 40}, {3, 5}, {1, 20}, {6, 4}}
 	eps := addrs(4)
 	tests := []struct {
 		name string
 		want string
 	}{
-		{"rif-only", eps[0]},            // lowest RIF
-		{"linear{weight=0}", eps[3]},    // latency only
-		{"linear{weight=1000}", eps[0]}, // RIF dominates
-		{"linear", eps[2]},              // RIF + latency/mean(17.25 ms): 0+2.32, 3+0.29, 1+1.16, 6+0.23
-		{"linear{weight=0.2}", eps[1]},  // 0+2.32, 0.6+0.29, 0.2+1.16, 1.2+0.23
-		{"linear{weight=0.05}", eps[1]}, // 2.32, 0.44, 1.21, 0.53
-		{"linear{weight=0.01}", eps[3]}, // 2.32, 0.32, 1.17, 0.29
-		{"prequal{qrif=1}", eps[3]},     // HCL with every probe cold: fastest
+		{"rif-only", eps[0]},             // lowest RIF
+		{"linear{weight=0}", eps[3]},     // latency only
+		{"linear{weight=1000}", eps[0]},  // RIF dominates
+		{"linear", eps[0]},               // 0+1.03, 3+0.13, 1+0.52, 6+0.10
+		{"linear{weight=0.25}", eps[2]},  // 1.03, 0.75+0.13, 0.25+0.52, 1.5+0.10
+		{"linear{weight=0.05}", eps[1]},  // 1.03, 0.28, 0.57, 0.40
+		{"linear{weight=0.001}", eps[3]}, // 1.03, 0.132, 0.517, 0.109
+		{"prequal{qrif=1}", eps[3]},      // HCL with every probe cold: fastest
 	}
 	for _, tt := range tests {
 		p := newPolicy(t, tt.name, 4, nil)
@@ -223,6 +225,33 @@ func TestLinearAndRIFOnly_Rules(t *testing.T) {
 		if pk := mustPick(t, p, at(1), newRNG()); pk.Endpoint != tt.want {
 			t.Errorf("%s picked %s, want %s", tt.name, pk.Endpoint, tt.want)
 		}
+	}
+}
+
+// The paper scales RIF by the processing time at one request in flight
+// (§5.2), a fleet constant, not by the pool's mean latency, which queueing
+// inflates: here a = 10 ms from answers at RIF 1, and the replicas in the
+// pool answer (9, 200 ms) twice, (2, 30 ms) and (0, 60 ms). The paper's
+// score latency/a + RIF is 29, 29, 5 and 6: the RIF-2 replica wins. Scaled
+// by the pool's mean latency (122.5 ms) it would be 10.6, 10.6, 2.2 and
+// 0.5, and the slow idle replica would.
+func TestLinear_ScalesRIFByTheLatencyAtOneInFlight(t *testing.T) {
+	p := newPolicy(t, "linear", 4, nil)
+	eps := addrs(4)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	p.ProbeResult(at(0), eps[0], known(1, ms(10)))
+	p.ProbeResult(at(0), eps[1], known(1, ms(10)))
+	p.ProbeResult(at(1), eps[0], known(9, ms(200))) // replaces its first answer
+	p.ProbeResult(at(1), eps[1], known(9, ms(200)))
+	p.ProbeResult(at(1), eps[2], known(2, ms(30)))
+	p.ProbeResult(at(1), eps[3], known(0, ms(60)))
+	if pk := mustPick(t, p, at(2), newRNG()); pk.Endpoint != eps[2] {
+		t.Errorf("linear picked %s, want %s (RIF 2 at 30 ms over RIF 0 at 60 ms with a = 10 ms)", pk.Endpoint, eps[2])
+	}
+	// Reset forgets the scale with the rest.
+	p.Reset(at(3))
+	if got := p.(*prequal).unitLatency; got != 0 {
+		t.Errorf("unitLatency after Reset = %v, want 0", got)
 	}
 }
 

@@ -68,7 +68,10 @@ type prequal struct {
 	sel selector // the rule applied to the pool: HCL, or linear / RIF-only
 
 	pool []probeEntry // oldest receipt first; at most one entry per endpoint
-	cats []uint8      // scratch: each pool entry's HCL category in the pick in progress
+	cats []uint8      // scratch: each pool entry's HCL category (or scored tier) in the pick in progress
+	// scores is scratch for the scored rules: each entry's score in the
+	// pick in progress, so ties are found without scoring twice.
+	scores []float64
 
 	rifRing   []int // last RIFWindow probe RIFs in arrival order
 	rifSorted []int // the same values, sorted
@@ -89,6 +92,10 @@ type prequal struct {
 	replicas []replicaState
 	stale    uint64 // answers dropped as older than one already received
 
+	// unitLatency is an EWMA (ns) of the latencies answered at RIF <= 1:
+	// the processing time with one request in flight, the paper's scale
+	// for RIF in its Linear rule (§5.2). 0 until such an answer arrives.
+	unitLatency float64
 }
 
 // probeEntry is one pool entry, kept small (40 bytes) because the pool is
@@ -139,6 +146,7 @@ func newPoolPolicy(name string, cfg PrequalConfig, sel selector) *prequal {
 		sel:       sel,
 		pool:      make([]probeEntry, 0, cfg.PoolSize),
 		cats:      make([]uint8, cfg.PoolSize),
+		scores:    make([]float64, cfg.PoolSize),
 		rifRing:   make([]int, 0, cfg.RIFWindow),
 		rifSorted: make([]int, 0, cfg.RIFWindow),
 		bReuse:    1,
@@ -604,6 +612,13 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		e.latency, e.known = m.latency, true
 	}
 	rs.latencyKnown = e.known
+	if known && rif <= 1 {
+		if p.unitLatency == 0 {
+			p.unitLatency = float64(r.Latency)
+		} else {
+			p.unitLatency += (float64(r.Latency) - p.unitLatency) / unitLatencyWindow
+		}
+	}
 	// Keep the pool ordered by receipt even if calls arrive out of order.
 	i := len(p.pool)
 	for i > 0 && p.pool[i-1].received > clk {
@@ -639,7 +654,12 @@ func (p *prequal) Reset(time.Time) {
 		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring}
 	}
 	p.stale = 0
+	p.unitLatency = 0
 }
+
+// unitLatencyWindow is the EWMA's weight of memory: about the last 16
+// answers at RIF <= 1.
+const unitLatencyWindow = 16
 
 func (p *prequal) Stats() Stats {
 	s := p.stats(len(p.pool))

@@ -32,6 +32,7 @@ func newPrequalSync(pc PrequalConfig, sc SyncConfig) *prequalSync {
 	if sc.D > cap(p.pool) {
 		p.pool = make([]probeEntry, 0, sc.D)
 		p.cats = make([]uint8, sc.D)
+		p.scores = make([]float64, sc.D)
 	}
 	return &prequalSync{prequal: p, sync: sc}
 }

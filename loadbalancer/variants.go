@@ -92,7 +92,7 @@ func init() {
 	)
 	// linear and rif-only run prequal's pool: its parameters apply.
 	registerParams(NameLinear, append(slices.Clone(params[NamePrequal]),
-		paramSpec{name: "weight", doc: "the RIF coefficient of score = weight·RIF + latency/mean pool latency (LinearConfig.Weight)",
+		paramSpec{name: "weight", doc: "the RIF coefficient of score = weight·RIF + latency/a, a the latency at one request in flight; 1 = the paper's equal weighting (LinearConfig.Weight)",
 			kind: kindNumber, lo: 0, hi: 1e6,
 			get: func(c *Config) float64 { return c.Linear.Weight },
 			set: func(c *Config, v float64) { c.Linear.Weight = v }})...)

@@ -24,7 +24,14 @@ import (
 // Left out: C3's second half, the per-server cubic rate control
 // (backpressure that queues requests at the client when every server's
 // rate limit is reached). A load balancer here must send each request at
-// once; the ranking alone is what the paper's Fig. 7 "C3" row compares.
+// once.
+//
+// Not the paper's "C3" row (Prequal §5.2, Fig. 7): there the score ran on
+// Prequal's asynchronous probing, q̄ an EWMA of the probed server-local
+// RIF (in service and waiting) and 1/μ̄ of the server-local response
+// time. This is C3 as Suresh et al. built it, on feedback piggybacked on
+// every response, with q̄ the queue waiting for a slot; compare it with
+// the paper's numbers with that in mind.
 //
 // Without feedback (an old backend) a server's score is q̂³·R, R the EWMA
 // of latency, the formula with the service time taken as the whole

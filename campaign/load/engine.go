@@ -534,7 +534,11 @@ func (e *engine) do(ctx context.Context, t *target) (out outcome) {
 
 // distinctAddrs counts the distinct host:port the targets connect to (the
 // connection cap applies to each).
-func distinctAddrs(ts []Target) int {
+func distinctAddrs(ts []Target) int { return DistinctAddrs(ts) }
+
+// DistinctAddrs counts the distinct host:port the targets connect to
+// (Config.MaxConnections applies to each).
+func DistinctAddrs(ts []Target) int {
 	seen := map[string]bool{}
 	for _, t := range ts {
 		u, err := url.Parse(t.URL)

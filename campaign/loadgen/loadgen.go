@@ -55,17 +55,34 @@ type Target struct {
 
 // NewSpec is shard of shards of cfg, starting at start. Callbacks and
 // the client are not carried; the shard keeps its per-second histograms.
+// The bounds on workers and connections are cfg's totals, split between
+// the shards (each offers its share of the load): N generators open the
+// connections one would, not N times as many.
 func NewSpec(cfg load.Config, shard, shards int, start time.Time) Spec {
 	s := Spec{
 		StartAt: start.UTC(), Shard: shard, Shards: shards, Open: cfg.Open,
 		Users: cfg.Users, Duration: cfg.Duration, ThinkTime: cfg.ThinkTime, Timeout: cfg.Timeout,
-		MaxWorkers: cfg.MaxWorkers, Connections: cfg.Connections, MaxConnections: cfg.MaxConnections,
-		Seed: cfg.Seed, Warmup: cfg.Warmup, WarmupRate: cfg.WarmupRate,
+		MaxWorkers: share(cfg.MaxWorkers, shard, shards), Connections: share(cfg.Connections, shard, shards),
+		MaxConnections: share(cfg.MaxConnections, shard, shards),
+		Seed:           cfg.Seed, Warmup: cfg.Warmup, WarmupRate: cfg.WarmupRate,
 	}
 	for _, t := range cfg.Targets {
 		s.Targets = append(s.Targets, Target{URL: t.URL, Host: t.Host, Weight: t.Weight})
 	}
 	return s
+}
+
+// share is shard's part of total split over shards (the first total %
+// shards get one more), at least 1; 0 (the default) stays 0.
+func share(total, shard, shards int) int {
+	if total <= 0 || shards <= 1 {
+		return total
+	}
+	n := total / shards
+	if shard < total%shards {
+		n++
+	}
+	return max(n, 1)
 }
 
 // Config is the load.Config of s.

@@ -70,3 +70,33 @@ func TestReadReportWithoutReport(t *testing.T) {
 		t.Error("a log without a report was read as one")
 	}
 }
+
+// The shards' worker and connection bounds add up to the run's (each at
+// least 1), so N generators do not open N times the connections.
+func TestNewSpecSplitsTheBounds(t *testing.T) {
+	cfg := load.Config{MaxWorkers: 10, Connections: 3, MaxConnections: 7}
+	var workers, conns, maxConns []int
+	for i := range 4 {
+		s := NewSpec(cfg, i, 4, time.Time{})
+		workers, conns, maxConns = append(workers, s.MaxWorkers), append(conns, s.Connections), append(maxConns, s.MaxConnections)
+	}
+	for _, c := range []struct {
+		name  string
+		got   []int
+		total int
+	}{{"max workers", workers, 10}, {"connections", conns, 4}, {"max connections", maxConns, 7}} {
+		sum := 0
+		for _, n := range c.got {
+			sum += n
+			if n < 1 {
+				t.Errorf("%s: a shard got %d", c.name, n)
+			}
+		}
+		if sum != c.total {
+			t.Errorf("%s: shards get %v (sum %d), want a total of %d", c.name, c.got, sum, c.total)
+		}
+	}
+	if s := NewSpec(load.Config{}, 1, 4, time.Time{}); s.MaxWorkers != 0 || s.Connections != 0 || s.MaxConnections != 0 {
+		t.Errorf("defaults (0) became %+v", s)
+	}
+}

@@ -93,6 +93,11 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	if g.Count < 1 {
 		return nil, errors.New("kube: generators: count must be >= 1")
 	}
+	if cfg.MaxConnections > 0 {
+		// The cap is per address, and in the cluster every target is the
+		// one Service address: keep the total the runner meant.
+		cfg.MaxConnections *= max(load.DistinctAddrs(cfg.Targets), 1)
+	}
 	targets, err := inCluster(cfg.Targets, g.ProxyURL)
 	if err != nil {
 		return nil, err

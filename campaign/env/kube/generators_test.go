@@ -126,9 +126,12 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 		Lead: 500 * time.Millisecond, Poll: 50 * time.Millisecond, Logs: standIn.log}
 	var starts, ends atomic.Int32
 	cfg := load.Config{
-		Targets: []load.Target{{URL: "http://127.0.0.1:31080/work?iterations=1000", Host: "bench.local", Weight: 1}},
-		Open:    []load.Phase{{Kind: load.KindConstant, Rate: 200, Duration: time.Second}},
-		Warmup:  200 * time.Millisecond, WarmupRate: 100, Seed: 11,
+		// Two addresses seen from this machine, at most 3 connections
+		// each: 6 in all, split between the generators.
+		Targets: []load.Target{{URL: "http://127.0.0.1:31080/work?iterations=1000", Host: "bench.local", Weight: 1},
+			{URL: "http://127.0.0.2:31080/work?iterations=1000", Host: "bench.local", Weight: 1}},
+		Open:   []load.Phase{{Kind: load.KindConstant, Rate: 200, Duration: time.Second}},
+		Warmup: 200 * time.Millisecond, WarmupRate: 100, Seed: 11, MaxConnections: 3,
 		OnWindowStart: func() { starts.Add(1) }, OnWindowEnd: func() { ends.Add(1) },
 	}
 	res, err := (&WithGenerators{Gen: g}).RunLoad(ctx, cfg)
@@ -150,6 +153,9 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 	}
 	if d := res.TargetRate - 200; d > 1 || d < -1 {
 		t.Errorf("merged target rate %.1f, want 200", res.TargetRate)
+	}
+	if res.ConnCap != 6 {
+		t.Errorf("the generators' connection caps add up to %d, want the runner's 2 addresses x 3", res.ConnCap)
 	}
 	jobs, err := k.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: deploy.LoadgenRunLabel})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/prequalbench/prequalbench/ingress"
 	"github.com/prequalbench/prequalbench/ingress/filesource"
@@ -37,6 +39,7 @@ type ingressFlags struct {
 	upstreamTimeout, shutdownTimeout         time.Duration
 	upstreamReadTimeout, upstreamIdleTimeout time.Duration
 	clientBodyTimeout, shutdownDelay         time.Duration
+	maxBodySize                              string
 	trustedProxies                           []string
 	retry, pprof                             bool
 	seed                                     uint64
@@ -89,12 +92,13 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.IntVar(&f.probeQueueSize, "probe-queue-size", 4096, "probe queue capacity (a full queue drops probes)")
 	fl.DurationVar(&f.upstreamTimeout, "upstream-timeout", 5*time.Second, "wait for backend response headers before answering 504")
 	fl.DurationVar(&f.upstreamReadTimeout, "upstream-read-timeout", 60*time.Second,
-		"longest silence of a backend connection while reading its response or writing the request (nginx proxy_read_timeout, proxy_send_timeout)")
+		"bound on writing the request to a backend and, separately, on reading its whole response body (nginx proxy_send_timeout, proxy_read_timeout); a stalled body gives the client 502")
 	fl.DurationVar(&f.upstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "close keep-alive connections to backends idle this long (nginx upstream keepalive_timeout)")
-	fl.DurationVar(&f.clientBodyTimeout, "client-body-timeout", 60*time.Second, "longest wait between two reads of a request body before answering 408 (nginx client_body_timeout)")
+	fl.DurationVar(&f.clientBodyTimeout, "client-body-timeout", 60*time.Second, "bound on reading a whole request, headers and body, before answering 408 (nginx client_header_timeout and client_body_timeout)")
+	fl.StringVar(&f.maxBodySize, "max-body-size", "32Mi", "largest request or response body (held in memory): a larger request gets 413, a larger response 502; a quantity such as 32Mi, 1M or 1048576")
 	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
 		"comma-separated CIDRs (or IPs) of proxies whose X-Forwarded-For and X-Real-IP are kept; from any other peer both are set from the peer's address")
-	fl.BoolVar(&f.retry, "retry", false, "also retry idempotent requests without a body whose exchange failed before headers (a failed connect is always retried once on another endpoint)")
+	fl.BoolVar(&f.retry, "retry", false, "also retry idempotent requests whose exchange failed before response headers, not by a timeout (a failed connect is always retried once on another endpoint)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "drain deadline for in-flight requests on SIGTERM")
 	defDelay := time.Duration(0)
 	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
@@ -142,6 +146,10 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	if f.upstreamReadTimeout <= 0 || f.upstreamIdleTimeout <= 0 || f.clientBodyTimeout <= 0 {
 		return bad("--upstream-read-timeout, --upstream-idle-timeout and --client-body-timeout must be > 0")
 	}
+	maxBody, err := parseByteSize(f.maxBodySize)
+	if err != nil {
+		return bad("--max-body-size %q: %v", f.maxBodySize, err)
+	}
 	if f.shutdownDelay < 0 {
 		return bad("--shutdown-delay %v: must be >= 0", f.shutdownDelay)
 	}
@@ -176,6 +184,7 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 		UpstreamReadTimeout: f.upstreamReadTimeout,
 		UpstreamIdleTimeout: f.upstreamIdleTimeout,
 		ClientBodyTimeout:   f.clientBodyTimeout,
+		MaxBodySize:         maxBody,
 		TrustedProxies:      trusted,
 		ProbeTimeout:        f.probeTimeout,
 		ProbeWorkers:        f.probeWorkers,
@@ -238,4 +247,18 @@ func parseTrustedProxies(list []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, nil
+}
+
+// parseByteSize reads a positive byte count as a Kubernetes quantity
+// ("32Mi", "1M", "1048576"), at most 1 GiB: bodies are held in memory.
+func parseByteSize(s string) (int, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, errors.New("want a byte count such as 32Mi, 1M or 1048576")
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 || n > 1<<30 {
+		return 0, errors.New("want a whole number of bytes between 1 and 1Gi")
+	}
+	return int(n), nil
 }

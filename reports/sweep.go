@@ -170,6 +170,11 @@ func writeSweeps(w io.Writer, ds *dataset, a *Analysis, plots []string) {
 	fmt.Fprintf(w, "Each value of a swept parameter ran as its own algorithm (a variant), interleaved with the others; "+
 		"its comparisons against %s are above. Cells: median across valid reps [%.0f%% CI], as in the headline.\n\n",
 		a.Campaign.Reference, a.Campaign.Confidence*100)
+	// A table of values invites reading a trend or a best value off it;
+	// nothing here tests that.
+	fmt.Fprintf(w, "The values are not compared with one another: each interval is one value's own (intervals that do not overlap "+
+		"are not a test, overlapping ones are not an equivalence), and the only tests are each variant's comparisons against %s above, "+
+		"inside the report's Holm family, which every swept value enlarges.\n\n", a.Campaign.Reference)
 	keys := sweepMetricKeys(ds)
 	for i, s := range a.Sweeps {
 		fmt.Fprintf(w, "### %s of %s\n\n", s.Parameter, s.Algorithm)

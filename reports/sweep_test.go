@@ -75,6 +75,7 @@ func TestRender_SweepTableAndPlot(t *testing.T) {
 		"|  0.5 | prequal{qrif=0.5} |          4 |",
 		"![qrif of prequal](plots/sweep-1-qrif.svg)",
 		"### prequal vs prequal{qrif=1}",
+		"The values are not compared with one another", // the table's statistical caveat
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("REPORT.md lacks %q", want)

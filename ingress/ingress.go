@@ -358,8 +358,10 @@ func (i *Ingress) applyLocked(rs *routeState, now time.Time) {
 // policy runs at b_reuse = 1 rather than the paper's formula.
 func (i *Ingress) warnReuseLocked(rs *routeState) {
 	w := ""
-	if rs.algo == loadbalancer.NamePrequal {
-		w = i.opts.Policy.Prequal.ReuseWarning(len(rs.endpoints))
+	if base, _, err := loadbalancer.SplitVariant(rs.algo); err == nil && base == loadbalancer.NamePrequal {
+		if cfg, err := loadbalancer.ConfigFor(rs.algo, i.opts.Policy); err == nil {
+			w = cfg.Prequal.ReuseWarning(len(rs.endpoints))
+		}
 	}
 	if w != "" && w != rs.reuseWarning {
 		i.log.Warn("prequal reuse budget outside Eq. 1", "route", rs.key, "detail", w)

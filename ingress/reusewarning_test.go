@@ -66,3 +66,26 @@ func TestUpdate_WarnsOnceWhenEq1HasNoBudget(t *testing.T) {
 		t.Fatalf("shrinking back below the pole gave %d warnings in all, want 2", n)
 	}
 }
+
+// A variant's own parameters decide: 100 replicas are above the pole at
+// the defaults, but with one probe per query (1 − 16/100)·1 < 1 they are
+// not, and the route named prequal{probes=1} says so.
+func TestUpdate_ReuseWarningReadsTheVariant(t *testing.T) {
+	var logs lockedBuffer
+	ing, err := New(Options{Seed: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var large []string
+	for i := range 100 {
+		large = append(large, "127.0.1."+strconv.Itoa(i+1)+":80")
+	}
+	ing.Update([]route.Spec{
+		{Key: "default", Host: "d.test", Path: "/", Algorithm: "prequal", Endpoints: large},
+		{Key: "one", Host: "o.test", Path: "/", Algorithm: "prequal{probes=1}", Endpoints: large},
+	})
+	const msg = "prequal reuse budget outside Eq. 1"
+	if n := logs.count(msg); n != 1 || logs.count("route=one") != 1 {
+		t.Fatalf("%d warnings, want 1 for route one; log:\n%s", n, logs.b.String())
+	}
+}

@@ -367,3 +367,15 @@ func (p *paramSpec) format(x float64) string {
 	}
 	return strconv.FormatFloat(x, 'g', -1, 64)
 }
+
+// ConfigFor returns cfg with the parameters of the variant name written
+// over it (cfg itself for a plain name): the configuration New builds the
+// policy from, for callers that check it (the ingress's Eq. 1 warning).
+func ConfigFor(name string, cfg Config) (Config, error) {
+	v, err := parseVariant(name)
+	if err != nil {
+		return cfg, err
+	}
+	v.apply(&cfg)
+	return cfg, nil
+}

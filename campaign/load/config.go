@@ -112,6 +112,12 @@ type Config struct {
 	// the previous one, which goes into that second's row (Second.CPU).
 	SampleCPU func() *CPU
 
+	// Start, when set, is the schedule's time zero: Run waits for it, or,
+	// when it has passed, sends the hits already due at once (late, their
+	// latency counted from their intended times). Generators that share a
+	// start then share their seconds, whenever each one got going.
+	Start time.Time
+
 	// Shard and Shards split one run over Shards generators (in-cluster
 	// load generator pods): this one sends only the open-loop hits k
 	// (numbered over the whole schedule, warmup included) with

@@ -146,6 +146,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}()
 
 	start := time.Now()
+	if !cfg.Start.IsZero() {
+		if wait := time.Until(cfg.Start); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+		}
+		start = cfg.Start
+	}
 	e.windowStart = start.Add(cfg.Warmup)
 	e.windowEnd = e.windowStart.Add(cfg.Window())
 	e.rec.windowEnd = e.windowEnd

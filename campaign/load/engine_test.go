@@ -445,3 +445,42 @@ func TestRun_LastSecondCPUIsSampledAtTheWindowEnd(t *testing.T) {
 		t.Errorf("last row's CPU %+v was sampled during the drain, want at the window's end", last.CPU)
 	}
 }
+
+// A Start in the past anchors the schedule there: the hits already due
+// leave at once, late, and their latency runs from their intended times,
+// so generators that started at different moments keep the same seconds.
+// A Start in the future is waited for.
+func TestRun_StartAnchorsTheSchedule(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	cfg := Config{
+		Targets: []Target{{URL: srv.URL}},
+		Open:    []Phase{{Kind: KindConstant, Rate: 100, Duration: time.Second}},
+		Start:   time.Now().Add(-400 * time.Millisecond),
+	}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hits 0..39 were due before Run began.
+	if res.Sent != 100 || res.Late < 35 {
+		t.Errorf("sent %d, late %d; want 100 sent, the first 40 of them late", res.Sent, res.Late)
+	}
+	if lag := time.Duration(res.SendLag.Max()) * time.Microsecond; lag < 350*time.Millisecond {
+		t.Errorf("largest send lag %v, want about 400ms (the first hit's)", lag)
+	}
+	if lat := time.Duration(res.Histogram.Max()) * time.Microsecond; lat < 350*time.Millisecond {
+		t.Errorf("largest latency %v: the late hits' latency must run from their intended times", lat)
+	}
+
+	cfg.Start = time.Now().Add(300 * time.Millisecond)
+	cfg.Open[0].Duration = 100 * time.Millisecond
+	began := time.Now()
+	res, err = Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < 380*time.Millisecond || res.Sent != 10 {
+		t.Errorf("a start 300ms ahead: took %v, sent %d; want >= 380ms and 10", took, res.Sent)
+	}
+}

@@ -91,7 +91,7 @@ func (s Spec) Config() load.Config {
 		Open: s.Open, Users: s.Users, Duration: s.Duration, ThinkTime: s.ThinkTime, Timeout: s.Timeout,
 		MaxWorkers: s.MaxWorkers, Connections: s.Connections, MaxConnections: s.MaxConnections,
 		Seed: s.Seed, Warmup: s.Warmup, WarmupRate: s.WarmupRate,
-		Shard: s.Shard, Shards: s.Shards, SecondHistograms: true,
+		Shard: s.Shard, Shards: s.Shards, SecondHistograms: true, Start: s.StartAt,
 	}
 	for _, t := range s.Targets {
 		c.Targets = append(c.Targets, load.Target{URL: t.URL, Host: t.Host, Weight: t.Weight})

@@ -44,6 +44,12 @@ type Generators struct {
 	Poll time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// StartGrace is how long after the common start a generator pod may
+	// still not be running before its shard counts as lost (default
+	// DefaultStartGrace): the generator refuses to start more than a
+	// second late, so waiting on for the whole window only delays the
+	// error.
+	StartGrace time.Duration
 
 	runs int
 }
@@ -57,6 +63,9 @@ func (g *Generators) defaults() {
 	}
 	if g.Now == nil {
 		g.Now = time.Now
+	}
+	if g.StartGrace <= 0 {
+		g.StartGrace = DefaultStartGrace
 	}
 	if g.Logs == nil {
 		g.Logs = func(ctx context.Context, ns, pod string) (io.ReadCloser, error) {
@@ -162,7 +171,7 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	defer func() { stopBoundaries(); wg.Wait() }()
 
 	deadline := start.Add(cfg.Warmup + cfg.Window() + 2*timeout + time.Minute)
-	pods, err := g.waitPods(ctx, run, deadline)
+	pods, err := g.waitPods(ctx, run, start, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +203,21 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	return load.Merge(parts)
 }
 
+// DefaultStartGrace is Generators.StartGrace's default.
+const DefaultStartGrace = 15 * time.Second
+
+// cannotStart are the container waiting reasons that do not go away by
+// waiting (the image is not there or not runnable).
+var cannotStart = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
 // waitPods waits until every shard's pod has finished and returns the
 // pod name per shard; a failed pod is returned too (its log says why).
-func (g *Generators) waitPods(ctx context.Context, run string, deadline time.Time) (map[int]string, error) {
+// A pod whose image cannot be pulled fails the run at once, and a shard
+// with no running pod g.StartGrace after the common start fails it then.
+func (g *Generators) waitPods(ctx context.Context, run string, start, deadline time.Time) (map[int]string, error) {
 	sel := deploy.LoadgenRunLabel + "=" + run
 	tick := time.NewTicker(g.Poll)
 	defer tick.Stop()
@@ -206,6 +227,7 @@ func (g *Generators) waitPods(ctx context.Context, run string, deadline time.Tim
 			return nil, fmt.Errorf("kube: list generator pods: %w", err)
 		}
 		done := map[int]string{}
+		running := map[int]bool{}
 		var waiting []string
 		for _, p := range list.Items {
 			var shard int
@@ -215,14 +237,47 @@ func (g *Generators) waitPods(ctx context.Context, run string, deadline time.Tim
 			switch p.Status.Phase {
 			case corev1.PodSucceeded, corev1.PodFailed:
 				done[shard] = p.Name
+			case corev1.PodRunning:
+				running[shard] = true
 			default:
-				waiting = append(waiting, fmt.Sprintf("%s %s", p.Name, p.Status.Phase))
+				why := string(p.Status.Phase)
+				for _, c := range p.Status.ContainerStatuses {
+					if w := c.State.Waiting; w != nil && w.Reason != "" {
+						if cannotStart[w.Reason] {
+							return nil, fmt.Errorf("kube: generator pod %s cannot start: %s: %s (image %s; on kind, `prequalbench cluster up` loads it on the nodes)", p.Name, w.Reason, w.Message, c.Image)
+						}
+						why = w.Reason
+					}
+				}
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
+						why = c.Reason + ": " + c.Message
+					}
+				}
+				waiting = append(waiting, fmt.Sprintf("%s %s", p.Name, why))
 			}
 		}
 		if len(done) == g.Count {
 			return done, nil
 		}
-		if g.Now().After(deadline) {
+		now := g.Now()
+		if now.After(start.Add(g.StartGrace)) {
+			var lost []string
+			for shard := range g.Count {
+				if _, ok := done[shard]; !ok && !running[shard] {
+					lost = append(lost, fmt.Sprint(shard))
+				}
+			}
+			if len(lost) > 0 {
+				pods := strings.Join(waiting, ", ")
+				if pods == "" {
+					pods = "none created (see the Jobs' events: quota, admission, deadline)"
+				}
+				return nil, fmt.Errorf("kube: generators: shard(s) %s not running %v after the common start (a generator may start at most 1s late); pending pods: %s",
+					strings.Join(lost, ", "), g.StartGrace, pods)
+			}
+		}
+		if now.After(deadline) {
 			return nil, fmt.Errorf("kube: generators: %d of %d finished by the deadline; waiting: %s", len(done), g.Count, strings.Join(waiting, ", "))
 		}
 		select {

@@ -197,3 +197,59 @@ func TestGeneratorsReportError(t *testing.T) {
 		t.Errorf("run: %v, want the generators' error", err)
 	}
 }
+
+// A generator pod whose image cannot be pulled fails the run at once,
+// with the reason and the image, and the Jobs are deleted; a shard whose
+// pod never came fails the run soon after the common start, not after
+// the whole window.
+func TestGeneratorsFailFast(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k := fake.NewClientset()
+	// A kubelet that cannot pull: every Job's pod waits in ImagePullBackOff.
+	go func() {
+		seen := map[string]bool{}
+		for ctx.Err() == nil {
+			list, _ := k.BatchV1().Jobs("ns").List(ctx, metav1.ListOptions{})
+			for _, j := range list.Items {
+				if seen[j.Name] {
+					continue
+				}
+				seen[j.Name] = true
+				_, _ = k.CoreV1().Pods("ns").Create(ctx, &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-pod", Namespace: "ns", Labels: j.Spec.Template.Labels},
+					Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+						Name: deploy.LoadgenContainer, Image: "prequalbench/ingress:dev",
+						State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull access denied"}},
+					}}},
+				}, metav1.CreateOptions{})
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	window := 10 * time.Minute
+	cfg := load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: window}}}
+	g := &Generators{Kube: k, Namespace: "ns", Image: "prequalbench/ingress:dev", Count: 2, ProxyURL: "http://127.0.0.1:1",
+		Lead: time.Hour, Poll: 10 * time.Millisecond}
+	began := time.Now()
+	_, err := g.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "ImagePullBackOff") || !strings.Contains(err.Error(), "prequalbench/ingress:dev") {
+		t.Errorf("run: %v, want the pull failure", err)
+	}
+	if time.Since(began) > 20*time.Second {
+		t.Errorf("took %v", time.Since(began))
+	}
+	jobs, _ := k.BatchV1().Jobs("ns").List(ctx, metav1.ListOptions{})
+	if len(jobs.Items) != 0 {
+		t.Errorf("%d Jobs left", len(jobs.Items))
+	}
+
+	// No kubelet at all in another namespace: the shards are lost once
+	// the grace after the start has passed.
+	g = &Generators{Kube: k, Namespace: "other", Image: "x", Count: 2, ProxyURL: "http://127.0.0.1:1",
+		Lead: 50 * time.Millisecond, Poll: 10 * time.Millisecond, StartGrace: 100 * time.Millisecond}
+	_, err = g.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "shard(s) 0, 1 not running") {
+		t.Errorf("run without pods: %v, want the lost shards", err)
+	}
+}

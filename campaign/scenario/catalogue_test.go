@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
 func TestCatalogue_EveryScenarioParses(t *testing.T) {
@@ -64,5 +66,31 @@ func TestLookup_UnknownNameListsCatalogue(t *testing.T) {
 	_, err := Lookup("nope")
 	if err == nil || !strings.Contains(err.Error(), "quickstart") {
 		t.Errorf("Lookup(nope) = %v, want an error listing the catalogue", err)
+	}
+}
+
+// The paper scenarios default to the paper's Fig. 7 comparison set
+// (issue 14): RR, Random, WRR, LeastLoaded, LL-Po2C, YARP-Po2C, Linear,
+// C3 and Prequal, by base name (variants such as c3{clients=4} count).
+func TestCatalogue_PaperScenariosCompareTheFullSet(t *testing.T) {
+	want := []string{"prequal", "round-robin", "random", "wrr", "least-request", "p2c", "yarp-po2c", "linear", "c3"}
+	for _, name := range []string{"paper-70", "paper-90", "sim-paper-70", "sim-paper-90"} {
+		s, err := Catalogue(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases := map[string]bool{}
+		for _, a := range s.Protocol.Algorithms {
+			b, _, err := loadbalancer.SplitVariant(a)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			bases[b] = true
+		}
+		for _, w := range want {
+			if !bases[w] {
+				t.Errorf("%s does not compare %s (algorithms %v)", name, w, s.Protocol.Algorithms)
+			}
+		}
 	}
 }

@@ -107,7 +107,7 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return err
 	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound())
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound)
 	for _, h := range []struct {
 		file string
 		h    *hdrhistogram.Histogram

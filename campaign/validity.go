@@ -43,9 +43,12 @@ const (
 // only when requests are failing by the timeout anyway, as in an overload
 // scenario, which measures exactly those failures. Its binding is then
 // reported (the report's warnings), not a reason to discard the run.
-func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64) artifacts.Validity {
+//
+// hostBound (scenario protocol.hostBound) skips the host-idle check: the
+// scenario measures the saturated host's throughput itself.
+func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, hostBound bool) artifacts.Validity {
 	var reasons []string
-	if busy, measured := busySeconds(series); measured > 0 {
+	if busy, measured := busySeconds(series); measured > 0 && !hostBound {
 		allowed := min(HostBusySeconds, int(math.Ceil(HostBusyShare*float64(measured))))
 		if busy > allowed {
 			reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window's %d (at most %d s allowed): the host, not the system, set the pace",

@@ -54,29 +54,34 @@ func TestJudge_HostWithoutHeadroomIsInvalid(t *testing.T) {
 	// 9.5% idle (below the 10% floor), 40 is 20%.
 	busy4 := []uint64{40, 19, 19, 40, 19, 40, 19, 40, 40, 40}
 	busy3 := []uint64{40, 19, 19, 40, 19, 40, 40, 40, 40, 40}
-	v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400)
+	v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400, false)
 	if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], "host idle below 10% for 4 s of the window's 10") {
 		t.Errorf("4 busy seconds: %+v; want invalid, host idle below 10%% for 4 s", v)
 	}
-	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3), 4400); !v.Valid {
+	// A host-bound scenario saturates the host by design: the busy
+	// seconds are what it measures, not a reason to discard the run.
+	if v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400, true); !v.Valid {
+		t.Errorf("4 busy seconds in a host-bound scenario: %+v, want valid", v)
+	}
+	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3), 4400, false); !v.Valid {
 		t.Errorf("3 busy seconds (the allowance): %+v, want valid", v)
 	}
 	// A short window may have at most a quarter of its seconds busy: 2 of
 	// 4 is saturation, 1 of 4 the odd burst.
-	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 19, 40}), 4400); v.Valid || !strings.Contains(v.Reasons[0], "2 s of the window's 4 (at most 1 s allowed)") {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 19, 40}), 4400, false); v.Valid || !strings.Contains(v.Reasons[0], "2 s of the window's 4 (at most 1 s allowed)") {
 		t.Errorf("2 busy seconds of 4: %+v, want invalid", v)
 	}
-	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 40, 40}), 4400); !v.Valid {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 40, 40}), 4400, false); !v.Valid {
 		t.Errorf("1 busy second of 4: %+v, want valid", v)
 	}
 	// No host readings (kube env, simulator): nothing to judge the host by.
-	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}, 4400); !v.Valid {
+	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}, 4400, false); !v.Valid {
 		t.Errorf("no CPU readings: %+v, want valid", v)
 	}
 }
 
 func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
-	if v := judge(healthyLoad(), nil, 4400); !v.Valid || len(v.Reasons) != 0 {
+	if v := judge(healthyLoad(), nil, 4400, false); !v.Valid || len(v.Reasons) != 0 {
 		t.Errorf("healthy: %+v, want valid without reasons", v)
 	}
 	for _, tc := range []struct {
@@ -92,7 +97,7 @@ func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
 	} {
 		l := healthyLoad()
 		tc.edit(&l)
-		v := judge(l, nil, 4400)
+		v := judge(l, nil, 4400, false)
 		if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], tc.want) {
 			t.Errorf("%s: %+v, want invalid: %q", tc.name, v, tc.want)
 		}
@@ -101,7 +106,7 @@ func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
 	// of cap waits.
 	l := healthyLoad()
 	l.Success.P50, l.SendLag.P99, l.ConnCapBound = 1200, 12, 10
-	if v := judge(l, nil, 4400); !v.Valid {
+	if v := judge(l, nil, 4400, false); !v.Valid {
 		t.Errorf("within limits: %+v, want valid", v)
 	}
 }
@@ -114,13 +119,13 @@ func TestJudge_CapAtTheInFlightBoundDoesNotInvalidateAnOverload(t *testing.T) {
 	overload := healthyLoad()
 	overload.Timeouts, overload.Errors, overload.ErrorRate = 6000, 6000, 0.6
 	overload.ConnCapBound = 900 // 9% waited: the run is at its timeouts
-	if v := judge(overload, nil, 4400); !v.Valid {
+	if v := judge(overload, nil, 4400, false); !v.Valid {
 		t.Errorf("cap 4400 = rate × timeout: %+v, want valid", v)
 	}
-	if v := judge(overload, nil, 4401); v.Valid || !strings.Contains(v.Reasons[0], "below the 4401 in flight") {
+	if v := judge(overload, nil, 4401, false); v.Valid || !strings.Contains(v.Reasons[0], "below the 4401 in flight") {
 		t.Errorf("cap 4400 < bound 4401: %+v, want invalid", v)
 	}
-	if v := judge(overload, nil, 0); v.Valid || strings.Contains(v.Reasons[0], "below the") {
+	if v := judge(overload, nil, 0, false); v.Valid || strings.Contains(v.Reasons[0], "below the") {
 		t.Errorf("bound unknown: %+v, want invalid without a bound in the reason", v)
 	}
 }
@@ -146,7 +151,7 @@ func TestJudge_EveryRequestTimingOutIsAValidMeasurement(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := res.Summary()
-		return s, judge(s, nil, l.InFlightBound())
+		return s, judge(s, nil, l.InFlightBound(), false)
 	}
 	s, v := run(int(l.InFlightBound()))
 	if s.Sent == 0 || s.Timeouts != s.Sent || s.Outstanding != 0 || s.Dropped != 0 || s.Succeeded != 0 {

@@ -199,6 +199,13 @@ type Protocol struct {
 	Order string `json:"order,omitempty"`
 	// Seed drives the plan and the load; default 1.
 	Seed uint64 `json:"seed,omitempty"`
+	// HostBound marks a scenario that measures what the host itself can
+	// do: CPU-bound backends on the campaign's own machine under a closed
+	// loop, where every policy saturates the CPU and what a policy burns
+	// (its probes) comes straight out of the backends' throughput. The
+	// run-validity check then does not count busy host seconds against a
+	// run (it would reject every run); the other checks stay.
+	HostBound bool `json:"hostBound,omitempty"`
 }
 
 // Ingress is the ingress deployment and its policy parameters.

@@ -179,8 +179,14 @@ type Protocol struct {
 	// Sweep runs an algorithm parameter at several values, each as a
 	// variant beside the algorithms: "prequal:qrif=0.5,0.7,0.84,0.95,1"
 	// adds prequal{qrif=0.5} ... prequal{qrif=1} to Algorithms (the
-	// resolved scenario lists them) and the report plots each headline
-	// metric against the parameter.
+	// resolved scenario lists them) and the report adds a Sweeps table and
+	// a plot of each headline metric against the parameter. Each entry is
+	// ALGORITHM:PARAMETER=V1,V2,... (SweepSyntax) with at least two
+	// distinct values; ALGORITHM may be a variant fixing other parameters
+	// ("prequal{probes=2}:qrif=0.5,0.9"); one sweep per algorithm and
+	// parameter. --sweep replaces this list. The values are not tested
+	// against one another: each variant is compared with the reference
+	// only (README, "Parameter sweeps").
 	Sweep []string `json:"sweep,omitempty"`
 	// Reference is the algorithm the others are compared against;
 	// default prequal if present, else the first algorithm.

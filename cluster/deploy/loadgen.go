@@ -64,6 +64,7 @@ func LoadgenJobs(o LoadgenOptions) ([]*batchv1.Job, error) {
 			LoadgenRunLabel: o.Run, LoadgenShard: strconv.Itoa(i),
 		}
 		zero, deadline, ttl := int32(0), int64(o.Deadline/time.Second)+1, int32(600)
+		no, yes, uid := false, true, int64(65532)
 		jobs = append(jobs, &batchv1.Job{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", LoadgenName, o.Run, i), Namespace: o.Namespace, Labels: labels},
@@ -75,11 +76,28 @@ func LoadgenJobs(o LoadgenOptions) ([]*batchv1.Job, error) {
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{
 						RestartPolicy: corev1.RestartPolicyNever,
+						// The generator talks to the ingress Service only,
+						// and runs as the ingress does (the distroless
+						// nonroot user), so a namespace enforcing the
+						// restricted Pod Security level admits it.
+						AutomountServiceAccountToken: &no,
+						SecurityContext: &corev1.PodSecurityContext{
+							RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid,
+							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						},
 						Containers: []corev1.Container{{
 							Name:  LoadgenContainer,
 							Image: o.Image,
-							Args:  []string{"loadgen"},
-							Env:   []corev1.EnvVar{{Name: "PREQUALBENCH_LOADGEN_SPEC", Value: string(raw)}},
+							// As the ingress Deployment: an image loaded
+							// into kind's nodes (even one tagged latest,
+							// which defaults to Always) is never pulled.
+							ImagePullPolicy: corev1.PullIfNotPresent,
+							Args:            []string{"loadgen"},
+							SecurityContext: &corev1.SecurityContext{
+								AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							},
+							Env: []corev1.EnvVar{{Name: "PREQUALBENCH_LOADGEN_SPEC", Value: string(raw)}},
 							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 								corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
 							}},

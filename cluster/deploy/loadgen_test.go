@@ -19,7 +19,7 @@ func TestLoadgenJobs(t *testing.T) {
 		Open: []load.Phase{{Kind: load.KindConstant, Rate: 100, Duration: time.Second}}}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	specs := []loadgen.Spec{loadgen.NewSpec(cfg, 0, 3, start), loadgen.NewSpec(cfg, 1, 3, start), loadgen.NewSpec(cfg, 2, 3, start)}
-	jobs, err := LoadgenJobs(LoadgenOptions{Namespace: "ns", Image: "img:dev", Run: "r1", Specs: specs, Deadline: 90 * time.Second})
+	jobs, err := LoadgenJobs(LoadgenOptions{Namespace: "ns", Image: "img:latest", Run: "r1", Specs: specs, Deadline: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,20 @@ func TestLoadgenJobs(t *testing.T) {
 		if err := json.Unmarshal([]byte(c.Env[0].Value), &s); err != nil {
 			t.Fatal(err)
 		}
-		if c.Image != "img:dev" || strings.Join(c.Args, " ") != "loadgen" || s.Shard != i || s.Shards != 3 || !s.StartAt.Equal(start) {
+		// An image loaded into kind is used as loaded, even tagged latest
+		// (whose default policy is Always), and the pod passes the
+		// restricted Pod Security level.
+		ps := j.Spec.Template.Spec
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("job %d: image pull policy %q", i, c.ImagePullPolicy)
+		}
+		if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken || ps.SecurityContext == nil ||
+			ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot || ps.SecurityContext.SeccompProfile == nil ||
+			c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation ||
+			c.SecurityContext.Capabilities == nil || len(c.SecurityContext.Capabilities.Drop) != 1 {
+			t.Errorf("job %d: pod security %+v, container %+v", i, ps.SecurityContext, c.SecurityContext)
+		}
+		if c.Image != "img:latest" || strings.Join(c.Args, " ") != "loadgen" || s.Shard != i || s.Shards != 3 || !s.StartAt.Equal(start) {
 			t.Errorf("job %d: image %s, args %v, spec shard %d/%d from %v", i, c.Image, c.Args, s.Shard, s.Shards, s.StartAt)
 		}
 	}

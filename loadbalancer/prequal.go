@@ -214,21 +214,19 @@ func (p *prequal) SetEndpoints(_ time.Time, endpoints []string) {
 	p.perQuery = min(int(math.Ceil(p.cfg.ProbesPerQuery)), n)
 }
 
-// expire drops probes older than MaxAge, by local receipt time.
+// expire drops probes older than MaxAge, by local receipt time. The pool
+// is in receipt order, so the expired ones are a prefix: the scan stops
+// at the first live probe (on most picks the first one).
 func (p *prequal) expire(clk int64) {
 	limit := clk - int64(p.cfg.MaxAge)
-	n := 0
-	for i := range p.pool {
-		if p.pool[i].received < limit {
-			p.removals[removeAge]++
-			continue
-		}
-		if n != i {
-			p.pool[n] = p.pool[i]
-		}
-		n++
+	k := 0
+	for k < len(p.pool) && p.pool[k].received < limit {
+		k++
 	}
-	p.pool = p.pool[:n]
+	if k > 0 {
+		p.removals[removeAge] += uint64(k)
+		p.pool = append(p.pool[:0], p.pool[k:]...)
+	}
 }
 
 func (p *prequal) removeAt(i int, reason int) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
@@ -84,13 +85,34 @@ func num(v any) float64 {
 	return f
 }
 
+// ResetDetail marks an imported run.json; a report lists such runs,
+// outside the campaign's plan, among the invalid ones.
+const ResetDetail = "imported from k6: reset unknown"
+
 // Run wraps an import as a run.json: status ok, never valid, the
 // approximations as the validity's reasons, so a report never takes an
-// imported run's estimates for a measurement.
+// imported run's estimates for a measurement. Its directory,
+// runs/k6-ALGORITHM, is outside any campaign's plan (index 0), so it
+// never takes a planned run's place.
 func Run(algorithm string, l artifacts.LoadResult, reasons []string) artifacts.Run {
 	return artifacts.Run{
-		PlannedRun: artifacts.PlannedRun{Index: 1, Rep: 1, Algorithm: algorithm, Dir: artifacts.RunDirName(1, 1, algorithm)},
-		Status:     artifacts.StatusOK, ResetDetail: "imported from k6: reset unknown", Load: l,
+		PlannedRun: artifacts.PlannedRun{Algorithm: algorithm, Dir: path.Join(artifacts.RunsDir, "k6-"+slug(algorithm))},
+		Status:     artifacts.StatusOK, ResetDetail: ResetDetail, Load: l,
 		Validity: artifacts.Validity{Valid: false, Reasons: reasons},
 	}
+}
+
+// slug keeps a label's letters, digits, '.', '-' and '_' (others become
+// '_'), so any label makes one path element.
+func slug(label string) string {
+	b := []byte(label)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || (c == '.' && i > 0)) {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
 }

@@ -98,11 +98,15 @@ k6's trend estimates (no HDR histogram), latency runs from the actual send
 			}
 			run := k6.Run(a, l, reasons)
 			if out != "" {
-				dir := filepath.Join(out, run.Dir)
+				dir := filepath.Join(out, filepath.FromSlash(run.Dir))
+				file := filepath.Join(dir, artifacts.RunFile)
+				if _, err := os.Stat(file); err == nil {
+					return badInput(fmt.Errorf("%s exists: remove it to import again", file))
+				}
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					return err
 				}
-				if err := artifacts.WriteJSON(filepath.Join(dir, artifacts.RunFile), run); err != nil {
+				if err := artifacts.WriteJSON(file, run); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(dir, artifacts.RunFile))
@@ -122,7 +126,7 @@ k6's trend estimates (no HDR histogram), latency runs from the actual send
 	}
 	c.Flags().StringVar(&algorithm, "algorithm", "", "what ran under the k6 load (an algorithm name, or any label)")
 	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario, for the measured window's length")
-	c.Flags().StringVar(&out, "out", "", "write runs/<dir>/run.json under this directory (default: print it)")
+	c.Flags().StringVar(&out, "out", "", "write runs/k6-ALGORITHM/run.json under this directory, e.g. a campaign's, whose report then lists it as an invalid imported run (default: print it)")
 	_ = c.MarkFlagRequired("algorithm")
 	return c
 }

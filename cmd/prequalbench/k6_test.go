@@ -26,10 +26,15 @@ func TestK6ExportAndImport(t *testing.T) {
 		t.Errorf("import said:\n%s", out)
 	}
 	var r artifacts.Run
-	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.RunDirName(1, 1, "round-robin"), artifacts.RunFile), &r); err != nil {
+	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.RunsDir, "k6-round-robin", artifacts.RunFile), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Validity.Valid || r.Load.Sent != 2000 || r.Algorithm != "round-robin" {
+	if r.Validity.Valid || r.Load.Sent != 2000 || r.Algorithm != "round-robin" || r.Index != 0 {
 		t.Errorf("run.json: %+v", r)
+	}
+	// A second import of the same label does not overwrite the first.
+	if code, out := runCLI(t, "k6", "import", filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json"),
+		"--algorithm", "round-robin", "--out", dir); code != 2 || !strings.Contains(out, "exists") {
+		t.Errorf("second import: exit %d\n%s", code, out)
 	}
 }

@@ -273,14 +273,18 @@ func TestMetrics_EveryCounterFires(t *testing.T) {
 }
 
 // TestMetrics_DroppedProbes: with no prober workers running and a queue of
-// one, the second probe of a route cannot be queued and is counted dropped.
+// one, the first query's probes to three replicas fill the queue with one
+// and the other two are counted dropped.
 func TestMetrics_DroppedProbes(t *testing.T) {
-	be := testbackend.Start(t, "--service-time", "1ms")
+	var eps []string
+	for range 3 {
+		eps = append(eps, testbackend.Start(t, "--service-time", "1ms").Addr)
+	}
 	ing, err := New(Options{Seed: 1, ProbeQueueSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ing.Update([]route.Spec{{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}}})
+	ing.Update([]route.Spec{{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: eps}})
 	proxyURL := serveProxy(t, ing)
 	for range 3 {
 		resp, err := http.Get(proxyURL + "/work?iterations=1")

@@ -196,10 +196,11 @@ func TestAllPolicies_StatsCounters(t *testing.T) {
 			var due []string
 			for i := range 20 {
 				mustPick(t, p, at(i), rng)
+				n := len(due)
 				due = p.ProbesDue(at(i), rng, due)
-			}
-			for _, d := range due {
-				p.ProbeFailed(at(30), d, ProbeTimeout)
+				for _, d := range due[n:] {
+					p.ProbeFailed(at(i), d, ProbeTimeout)
+				}
 			}
 			s := p.Stats()
 			if s.Algorithm != name || s.Picks != 20 {

@@ -190,6 +190,9 @@ type Stats struct {
 	// StaleAnswers counts probe answers dropped because a newer answer from
 	// the same replica had already been received.
 	StaleAnswers uint64 `json:"stale_answers,omitempty"`
+	// ProbesCoalesced counts probes a pool policy owed but did not send
+	// because every remaining target already had a probe in flight.
+	ProbesCoalesced uint64 `json:"probes_coalesced,omitempty"`
 }
 
 // EndpointStats are per-endpoint counters.

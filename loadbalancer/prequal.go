@@ -91,6 +91,9 @@ type prequal struct {
 	// replicas holds per-endpoint state, indexed like eps.
 	replicas []replicaState
 	stale    uint64 // answers dropped as older than one already received
+	// coalesced counts probes owed but not sent because every target not
+	// yet drawn for them already had a probe in flight.
+	coalesced uint64
 
 	// unitLatency is an EWMA (ns) of the latencies answered at RIF <= 1:
 	// the processing time with one request in flight, the paper's scale
@@ -122,6 +125,12 @@ type replicaState struct {
 	exploring bool
 	// latencyKnown: the last answer taken in had a latency.
 	latencyKnown bool
+	// probing is set from planning a probe to this replica until its
+	// answer or failure comes back (or, as a safety net, MaxAge passes):
+	// with one pool entry per replica a second probe in flight would only
+	// replace the first one's answer a moment later.
+	probing   bool
+	probeSent int64 // clock reading when the probe in flight was planned
 }
 
 // latencyMemory is an endpoint's last known latency and when it was learned.
@@ -555,17 +564,29 @@ func (p *prequal) ProbesDue(now time.Time, rng *rand.Rand, dst []string) []strin
 		p.pending = 1
 		p.lastProbe, p.haveProbed = now, true
 	}
+	clk := p.instant(now)
 	for p.pending > 0 {
 		k := min(p.pending, p.perQuery)
-		// Partial Fisher-Yates: perm[:k] becomes a uniform sample without
-		// replacement; perm stays a permutation, so no reset is needed.
-		for i := range k {
+		// Partial Fisher-Yates: perm[:i] becomes a uniform sample without
+		// replacement; perm stays a permutation, so no reset is needed. A
+		// replica with a probe in flight is passed over (its answer is on
+		// the way), so a group may come out short: on small fleets at high
+		// query rates that spares probes that carry no new information.
+		sent := 0
+		for i := 0; i < n && sent < k; i++ {
 			j := i + rng.IntN(n-i)
 			p.perm[i], p.perm[j] = p.perm[j], p.perm[i]
+			r := &p.replicas[p.perm[i]]
+			if r.probing && clk-r.probeSent < int64(p.cfg.MaxAge) {
+				continue
+			}
+			r.probing, r.probeSent = true, clk
 			dst = append(dst, p.eps[p.perm[i]].addr)
+			sent++
 		}
 		p.pending -= k
-		p.probesPlanned += uint64(k)
+		p.probesPlanned += uint64(sent)
+		p.coalesced += uint64(k - sent)
 	}
 	return dst
 }
@@ -580,6 +601,7 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	p.countOutcome(ProbeOK)
 	clk := p.instant(now)
 	rs := &p.replicas[ep]
+	rs.probing = false
 	if rs.answered && clk < rs.lastAnswer {
 		// Received before the answer already taken in (the caller
 		// delivered it late): it must not replace newer information.
@@ -630,8 +652,9 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 // ProbeFailed counts a failed probe. The replica's pool entry, if any, stays
 // until it ages out: the paper leaves error aversion unspecified.
 func (p *prequal) ProbeFailed(_ time.Time, endpoint string, reason ProbeOutcome) {
-	if _, ok := p.byAddr[endpoint]; ok {
+	if ep, ok := p.byAddr[endpoint]; ok {
 		p.countOutcome(reason)
+		p.replicas[ep].probing = false
 	}
 }
 
@@ -649,9 +672,11 @@ func (p *prequal) Reset(time.Time) {
 	for i := range p.replicas {
 		// exploring stays: it tracks a request in flight, whose Done is to
 		// come. Without answers the latency is unknown again.
-		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring}
+		// probing stays too: that probe's answer or failure is to come.
+		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring,
+			probing: p.replicas[i].probing, probeSent: p.replicas[i].probeSent}
 	}
-	p.stale = 0
+	p.stale, p.coalesced = 0, 0
 	p.unitLatency = 0
 }
 
@@ -663,5 +688,6 @@ func (p *prequal) Stats() Stats {
 	s := p.stats(len(p.pool))
 	s.ReuseBudget = p.bReuse
 	s.StaleAnswers = p.stale
+	s.ProbesCoalesced = p.coalesced
 	return s
 }

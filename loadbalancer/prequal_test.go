@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -506,6 +507,7 @@ func TestPrequal_ProbesWithoutReplacement(t *testing.T) {
 					t.Fatalf("r=%v n=%d: query %d probes %s twice: %v", tt.rProbe, tt.n, q, a, dst)
 				}
 				seen[a] = true
+				p.ProbeResult(at(q), a, known(0, time.Millisecond))
 			}
 		}
 	}
@@ -524,6 +526,9 @@ func TestPrequal_FractionalProbeRateExact(t *testing.T) {
 				t.Fatalf("r=%v: %v probes for one query", r, k)
 			}
 			total += len(dst)
+			for _, a := range dst {
+				p.ProbeFailed(at(q), a, ProbeTimeout)
+			}
 		}
 		if want := int(r * 1000); total != want {
 			t.Errorf("r=%v: %d probes for 1000 queries, want %d", r, total, want)
@@ -554,8 +559,12 @@ func TestPrequal_IdleProbes(t *testing.T) {
 		if s.pick {
 			mustPick(t, p, at(s.ms), rng)
 		}
-		if got := len(p.ProbesDue(at(s.ms), rng, nil)); got != s.want {
-			t.Errorf("t=%d ms: %d probes due, want %d", s.ms, got, s.want)
+		due := p.ProbesDue(at(s.ms), rng, nil)
+		if len(due) != s.want {
+			t.Errorf("t=%d ms: %d probes due, want %d", s.ms, len(due), s.want)
+		}
+		for _, a := range due {
+			p.ProbeResult(at(s.ms), a, known(0, time.Millisecond))
 		}
 	}
 	off := newPrequalT(t, 5, func(c *PrequalConfig) { c.IdleProbeInterval = 0 })
@@ -815,5 +824,42 @@ func TestPrequal_OneExplorationPerUnknownReplica(t *testing.T) {
 	fill(q, at(1), map[int]ProbeReply{1: unknown})
 	if pk := mustPick(t, q, at(1), rng); pk.Fallback || pk.Endpoint != q.eps[1].addr {
 		t.Errorf("last-resort pick %+v, want the explored replica", pk)
+	}
+}
+
+// A replica with a probe in flight is not probed again until its answer or
+// failure comes back: with one pool entry per replica the second answer
+// would only replace the first. The probes owed are counted as coalesced,
+// and MaxAge without any word lets the replica be probed again.
+func TestPrequal_CoalescesProbesInFlight(t *testing.T) {
+	p := newPrequalT(t, 3, func(c *PrequalConfig) { c.IdleProbeInterval = 0 })
+	rng := newRNG()
+	mustPick(t, p, at(0), rng)
+	first := p.ProbesDue(at(0), rng, nil)
+	if len(first) != 3 {
+		t.Fatalf("first query: %d probes, want 3", len(first))
+	}
+	mustPick(t, p, at(1), rng)
+	if again := p.ProbesDue(at(1), rng, nil); len(again) != 0 {
+		t.Fatalf("every replica has a probe in flight, yet %v were probed again", again)
+	}
+	if s := p.Stats(); s.ProbesCoalesced != 3 || s.ProbesPlanned != 3 {
+		t.Errorf("coalesced %d, planned %d; want 3 and 3", s.ProbesCoalesced, s.ProbesPlanned)
+	}
+	// One answer and one failure free their replicas; the third stays busy.
+	p.ProbeResult(at(2), first[0], known(0, time.Millisecond))
+	p.ProbeFailed(at(2), first[1], ProbeDropped)
+	mustPick(t, p, at(3), rng)
+	got := p.ProbesDue(at(3), rng, nil)
+	slices.Sort(got)
+	want := []string{first[0], first[1]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("after an answer and a failure: probed %v, want %v", got, want)
+	}
+	// A probe whose word never comes blocks its replica for MaxAge only.
+	mustPick(t, p, at(1000), rng)
+	if got := p.ProbesDue(at(1000), rng, nil); !slices.Contains(got, first[2]) {
+		t.Errorf("after MaxAge without an answer: probed %v, want %s among them", got, first[2])
 	}
 }

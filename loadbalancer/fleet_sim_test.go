@@ -130,6 +130,10 @@ type fleetSetup struct {
 	newPolicy func() Policy
 	// replicas builds the fleet (fresh for each run).
 	replicas func() []*fleetReplica
+	// hook, if set, runs at the start of every 1 ms step (to change the
+	// fleet over time); onPick, if set, sees every pick.
+	hook   func(ms int, reps []*fleetReplica, pols []Policy)
+	onPick func(ms int, rep int, pk Picked)
 }
 
 // fleetResult summarises the measured window.
@@ -186,6 +190,9 @@ func runFleet(tb testing.TB, s fleetSetup) fleetResult {
 	measuring := false
 	for ms := 0; ms < steps; ms++ {
 		now := at(ms)
+		if s.hook != nil {
+			s.hook(ms, reps, pols)
+		}
 		if !measuring && time.Duration(ms)*time.Millisecond >= s.warmup {
 			measuring = true
 			for _, p := range pols {
@@ -241,6 +248,9 @@ func runFleet(tb testing.TB, s fleetSetup) fleetResult {
 				tb.Fatal(err)
 			}
 			i := idx[pk.Endpoint]
+			if s.onPick != nil {
+				s.onPick(ms, i, pk)
+			}
 			r := reps[i]
 			if measuring && pk.Hot {
 				hotOf[i]++

@@ -185,7 +185,9 @@ type Stats struct {
 	// newer answer from the same replica took an entry's place).
 	PoolRemovals map[string]uint64 `json:"pool_removals,omitempty"`
 	// ReuseBudget is Prequal's b_reuse in force (Eq. 1 for the current
-	// fleet size, bounded by MaxReuse); 0 for policies without a pool.
+	// fleet size, bounded by MaxReuse): the most picks one probe may
+	// serve; 0 for policies without a pool. ReusedPicks says how many
+	// picks actually went to a probe already used.
 	ReuseBudget float64 `json:"reuse_budget,omitempty"`
 	// StaleAnswers counts probe answers dropped because a newer answer from
 	// the same replica had already been received.
@@ -193,6 +195,9 @@ type Stats struct {
 	// ProbesCoalesced counts probes a pool policy owed but did not send
 	// because every remaining target already had a probe in flight.
 	ProbesCoalesced uint64 `json:"probes_coalesced,omitempty"`
+	// ReusedPicks counts picks made on a probe already used for a pick
+	// (a pool policy's reuse in practice, under its budget).
+	ReusedPicks uint64 `json:"reused_picks,omitempty"`
 }
 
 // EndpointStats are per-endpoint counters.

@@ -43,12 +43,15 @@ import (
 //     2); uncapped, n = 25-30 gave budgets 16 to 5 and tripled p99 with 10
 //     clients in the fleet simulation (see ReuseWarning and the table in
 //     the README).
-//   - The budget applies only while the pool is at most half full: with
-//     more fresh probes than that, a used probe leaves at once (budget 1
-//     in effect). With 10 clients any budget above 1 raised p99 by 10-30%
-//     at every n >= 25; a single client at 12k queries/s over 100 replicas
-//     needs reuse (budget 1 drained its pool within each probe round trip
-//     and its queues grew), and gets it because its pool runs low.
+//   - A reused probe is made pessimistic as well as busier: each use adds
+//     one request to its RIF (the paper's compensation) and the latency of
+//     one request at RIF 1 (unitLatency) to its latency, which the paper
+//     says it would ideally do. Without it any budget above 1 herded onto
+//     the probe of an idle replica with 10 clients (p99 +10-30% at every
+//     n >= 25), and a rule that made the budget 1 whenever the pool was
+//     over half full, tried before, starved the pool at the paper's own
+//     probe-rate sweep (r_probe = 1, r_remove = 0.25: queues growing
+//     without bound, p99 590 ms against least-request's 118 ms).
 //   - Per-query removal never shrinks the pool below half of m (see
 //     removeFloor), and a spent probe stays while the pool holds only
 //     MinProbes, so removal alone cannot push picks into the random
@@ -94,6 +97,8 @@ type prequal struct {
 	// coalesced counts probes owed but not sent because every target not
 	// yet drawn for them already had a probe in flight.
 	coalesced uint64
+	// reusedPicks counts picks made on a probe already used for a pick.
+	reusedPicks uint64
 
 	// unitLatency is an EWMA (ns) of the latencies answered at RIF <= 1:
 	// the processing time with one request in flight, the paper's scale
@@ -332,6 +337,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		if i := p.redrawHealthy(ep, rng); i != ep {
 			pk := p.pick(i)
 			p.markExploring(i, &pk)
+			p.removePerQuery(thr)
 			return pk, nil
 		}
 	}
@@ -344,20 +350,25 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	} else {
 		p.coldPicks++
 	}
+	if e.uses > 0 {
+		p.reusedPicks++
+	}
 	// Compensation: the replica now has one more request in flight than it
-	// reported. Latency is left alone, as in the paper.
+	// reported, and a request's worth more latency (the paper's "ideally we
+	// would also increase its latency estimate"), so clients reusing the
+	// probe of an idle replica do not herd onto it.
 	e.rif++
 	e.uses++
+	if e.known && p.unitLatency > 0 {
+		e.latency += time.Duration(p.unitLatency)
+	}
 	if e.budget == 0 {
 		e.budget = int32(randRound(p.bReuse, rng))
 	}
-	// Reuse only while the pool is at or below half full: with fresh probes
-	// to spare, a used probe leaves at once (clients reusing probes of the
-	// same idle replica herded it). A spent probe leaves the pool, except
-	// the last MinProbes: until fresh answers arrive they serve
-	// (compensated) rather than let the pick fall back to random.
-	spent := e.uses >= e.budget || len(p.pool) > p.removeFloor()
-	if spent && len(p.pool) > p.cfg.MinProbes {
+	// A spent probe leaves the pool, except the last MinProbes: until
+	// fresh answers arrive they serve (compensated) rather than let the
+	// pick fall back to random.
+	if e.uses >= e.budget && len(p.pool) > p.cfg.MinProbes {
 		p.removeAt(c, removeReuse)
 	}
 	p.removePerQuery(thr)
@@ -378,7 +389,11 @@ func (p *prequal) category(e *probeEntry, thr int32) int {
 	switch {
 	case p.averse(int(e.ep)):
 		return catAverse
-	case !e.known && p.replicas[e.ep].exploring:
+	case !e.known && (p.replicas[e.ep].exploring || e.rif > 0):
+		// Unknown with a request in flight: being explored, by this client
+		// or another (the backend's estimate by count is unknown only until
+		// a first request there finishes), so one exploration at a time
+		// across clients too.
 		return catExploring
 	case e.rif > thr:
 		return catHot
@@ -491,16 +506,25 @@ func (p *prequal) removeFloor() int {
 	return max(p.cfg.MinProbes, p.cfg.PoolSize/2)
 }
 
-// worst is the hot probe with the highest RIF if any probe is hot, else the
-// cold probe with the highest latency (known latency ranks first, then the
-// highest RIF). Ties go to the oldest.
+// worst ranks as HCL does, in reverse: a probe of an averse replica first,
+// then one being explored (both last resorts for a pick), then the hot
+// probe with the highest RIF if any probe is hot, else the cold probe with
+// the highest latency (known latency ranks first, then the highest RIF).
+// Ties go to the oldest.
 func (p *prequal) worst(thr int32) int {
-	w, wHot := -1, false
+	w, wHot, wTier := -1, false, 0
 	for i := range p.pool {
 		e := &p.pool[i]
 		h := e.rif > thr
-		if w < 0 || worse(e, h, &p.pool[w], wHot) {
-			w, wHot = i, h
+		tier := 0
+		switch p.category(e, thr) {
+		case catAverse:
+			tier = 2
+		case catExploring:
+			tier = 1
+		}
+		if w < 0 || tier > wTier || tier == wTier && worse(e, h, &p.pool[w], wHot) {
+			w, wHot, wTier = i, h, tier
 		}
 	}
 	return w
@@ -620,6 +644,12 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		}
 	}
 	if len(p.pool) >= p.cfg.PoolSize {
+		if clk < p.pool[0].received {
+			// Received before every entry, handed in late: it is the
+			// oldest probe, the one overflow drops.
+			p.removals[removeOverflow]++
+			return
+		}
 		p.removeAt(0, removeOverflow)
 	}
 	e := probeEntry{ep: int32(ep), received: clk, rif: int32(rif), known: known}
@@ -676,7 +706,7 @@ func (p *prequal) Reset(time.Time) {
 		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring,
 			probing: p.replicas[i].probing, probeSent: p.replicas[i].probeSent}
 	}
-	p.stale, p.coalesced = 0, 0
+	p.stale, p.coalesced, p.reusedPicks = 0, 0, 0
 	p.unitLatency = 0
 }
 
@@ -689,5 +719,6 @@ func (p *prequal) Stats() Stats {
 	s.ReuseBudget = p.bReuse
 	s.StaleAnswers = p.stale
 	s.ProbesCoalesced = p.coalesced
+	s.ReusedPicks = p.reusedPicks
 	return s
 }

@@ -153,7 +153,7 @@ func TestPrequalConfig_ReuseWarning(t *testing.T) {
 // TestPrequal_RemovalAlternatesOldestAndWorst: per-query removal alternates
 // the oldest and the worst.
 func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
-	p := newPrequalT(t, 25, func(c *PrequalConfig) { c.QRIF = 1; c.MaxReuse = 16 })
+	p := newPrequalT(t, 25, func(c *PrequalConfig) { c.QRIF = 1; c.MaxReuse = 1 })
 	rng := newRNG()
 	p.recordRIF(50) // threshold 50: no probe turns hot through use here
 	// Endpoint i answers at t0+i ms with latency 1+i ms, so the oldest is
@@ -165,8 +165,8 @@ func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
 	for range 4 {
 		mustPick(t, p, now, rng)
 	}
-	// Each pick uses the fastest probe, which leaves (the pool is more than
-	// half full), then removes the oldest, the worst, the oldest, the worst.
+	// Each pick uses the fastest probe, which leaves (budget 1), then
+	// removes the oldest, the worst, the oldest, the worst.
 	s := p.Stats()
 	if s.PoolRemovals["oldest"] != 2 || s.PoolRemovals["worst"] != 2 || s.PoolRemovals["reuse"] != 4 {
 		t.Fatalf("removals = %v, want 4 reuse, 2 oldest and 2 worst", s.PoolRemovals)
@@ -186,9 +186,9 @@ func TestPrequal_RemovalAlternatesOldestAndWorst(t *testing.T) {
 	}
 }
 
-// TestPrequal_WorstRanking: "worst" is the hot probe with the highest RIF if
-// any is hot, else the cold probe with the highest latency; a known latency
-// ranks worse than an unknown one.
+// TestPrequal_WorstRanking: "worst" is a probe being explored if any, then
+// the hot probe with the highest RIF if any is hot, else the cold probe
+// with the highest latency; a known latency ranks worse than an unknown one.
 func TestPrequal_WorstRanking(t *testing.T) {
 	ms := time.Millisecond
 	unknown := func(rif int) ProbeReply { return ProbeReply{RIF: rif} }
@@ -199,7 +199,8 @@ func TestPrequal_WorstRanking(t *testing.T) {
 	}{
 		{"hot highest RIF beats slow cold", map[int]ProbeReply{0: known(10, ms), 1: known(12, 2*ms), 2: known(0, 50*ms), 3: known(1, 3*ms)}, 1},
 		{"no hot: highest latency", map[int]ProbeReply{0: known(2, ms), 1: known(1, 2*ms), 2: known(0, 50*ms), 3: known(3, 3*ms)}, 2},
-		{"known slow before unknown", map[int]ProbeReply{0: unknown(3), 1: known(0, 9*ms), 2: known(0, 2*ms)}, 1},
+		{"known slow before unknown", map[int]ProbeReply{0: unknown(0), 1: known(0, 9*ms), 2: known(0, 2*ms)}, 1},
+		{"being explored (unknown, busy) before the slowest", map[int]ProbeReply{0: unknown(3), 1: known(0, 9*ms), 2: known(0, 2*ms)}, 0},
 		{"only unknown: highest RIF", map[int]ProbeReply{0: unknown(3), 1: unknown(4), 2: unknown(0)}, 1},
 	}
 	for _, tt := range tests {
@@ -326,19 +327,24 @@ func TestPrequal_AllHotReachable(t *testing.T) {
 	}
 }
 
-// TestPrequal_Compensation: each use adds 1 to the probe's RIF, so a probe
-// that turns hot through use stops winning.
+// TestPrequal_Compensation: each use adds 1 to the probe's RIF and the
+// latency of one request at RIF 1 to its latency, so a probe stops winning
+// once either makes it worse than the next.
 func TestPrequal_Compensation(t *testing.T) {
 	// m = 2, n = 3, no removal and δ = 15: b_reuse = 16/((1−2/3)·3) = 16,
 	// so only compensation can stop A's reuse.
-	p := newPrequalT(t, 3, func(c *PrequalConfig) {
+	cfg := func(c *PrequalConfig) {
 		c.PoolSize, c.RemovePerQuery, c.QRIF, c.Delta, c.MaxReuse = 2, 0, 0.5, 15, 16
-	})
+	}
+	p := newPrequalT(t, 3, cfg)
 	rng := newRNG()
 	for _, r := range []int{1, 1, 1, 1, 5} { // with A and B: [0 0 1 1 1 1 5], median 1
 		p.recordRIF(r)
 	}
-	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond)})
+	// A at 1 ms, B at 10 ms: the latency at RIF 1 is 1 + (10 − 1)/16 =
+	// 1.5625 ms, so A stays faster after two uses (4.125 ms); RIF turns it
+	// hot (2 > 1) first.
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 10*time.Millisecond)})
 	var got []int
 	for range 3 {
 		pk := mustPick(t, p, t0, rng)
@@ -346,6 +352,24 @@ func TestPrequal_Compensation(t *testing.T) {
 	}
 	if got[0] != 0 || got[1] != 0 || got[2] != 1 {
 		t.Errorf("picks = %v, want [0 0 1]: A turns hot after two uses", got)
+	}
+	if want := time.Millisecond + 2*1562500*time.Nanosecond; p.pool[0].latency != want {
+		t.Errorf("A's latency after two uses = %v, want %v", p.pool[0].latency, want)
+	}
+	// A at 1 ms, B at 2 ms: one use makes A's latency 2.0625 ms, so B wins
+	// the second pick although A is still cold.
+	q := newPrequalT(t, 3, cfg)
+	for _, r := range []int{1, 1, 1, 1, 5} {
+		q.recordRIF(r)
+	}
+	fill(q, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond)})
+	got = got[:0]
+	for range 2 {
+		pk := mustPick(t, q, t0, rng)
+		got = append(got, q.byAddr[pk.Endpoint])
+	}
+	if got[0] != 0 || got[1] != 1 {
+		t.Errorf("picks = %v, want [0 1]: one use makes A slower than B", got)
 	}
 	if p.pool[0].rif != 2 {
 		t.Errorf("A's RIF after two uses = %d, want 2", p.pool[0].rif)
@@ -460,7 +484,8 @@ func TestPrequal_UnknownLatency(t *testing.T) {
 		replies map[int]ProbeReply
 		want    int
 	}{
-		{"no busier than fastest known: unknown wins", map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(1)}, 1},
+		{"idle, no busier than fastest known: unknown wins", map[int]ProbeReply{0: known(0, 5*ms), 1: unknown(0)}, 1},
+		{"a request in flight there: being explored, known wins", map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(1)}, 0},
 		{"busier than fastest known: known wins, not read as 0 ms", map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(2)}, 0},
 		{"idler than fastest known: unknown wins, not read as infinite", map[int]ProbeReply{0: known(2, 5*ms), 1: known(0, 9*ms), 2: unknown(0)}, 2},
 		{"only unknown: lowest RIF", map[int]ProbeReply{0: unknown(3), 1: unknown(1), 2: unknown(2)}, 1},
@@ -479,7 +504,7 @@ func TestPrequal_UnknownLatency(t *testing.T) {
 	// next tie: a trickle, not a herd.
 	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0 })
 	rng := newRNG()
-	fill(p, t0, map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(1)})
+	fill(p, t0, map[int]ProbeReply{0: known(1, 5*ms), 1: unknown(0)})
 	first, second := mustPick(t, p, t0, rng), mustPick(t, p, t0, rng)
 	if first.Endpoint != p.eps[1].addr || second.Endpoint != p.eps[0].addr {
 		t.Errorf("picks = %s, %s; want the unknown replica once, then the known one", first.Endpoint, second.Endpoint)

@@ -1,0 +1,210 @@
+package loadbalancer
+
+// Regression tests from the adversarial review of issue 12: each fails when
+// its mechanism is removed.
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The paper's probe-rate sweep (§5.3) keeps r_remove at 0.25 and lowers
+// r_probe to 1, where Prequal is "fairly insensitive to the probing rate".
+// A rule that stopped reuse whenever the pool was over half full let the
+// pool fill with loaded replicas there and queues grew without bound (p99
+// 590 ms against least-request's 118 ms): 100 replicas, half 2x work, 2
+// slots, 10 clients, 70% load.
+func TestPrequal_NoCollapseAtOneProbePerQuery(t *testing.T) {
+	const n, mean = 100, 10 * time.Millisecond
+	run := func(name string, mod func(*PrequalConfig)) fleetResult {
+		return runFleet(t, fleetSetup{clients: 10, rps: 0.7 * halfSlowCapacity(n, 2, mean), dur: 4 * time.Second, warmup: time.Second,
+			probeDelay: time.Millisecond, seed: 1, newPolicy: policyMaker(t, name, mod), replicas: halfSlowFleet(n, 2, mean, recentByCount)})
+	}
+	pq := run(NamePrequal, func(c *PrequalConfig) { c.ProbesPerQuery, c.RemovePerQuery = 1, 0.25 })
+	lr := run(NameLeastRequest, nil)
+	t.Logf("prequal{probes=1,remove=0.25}: %v", pq)
+	t.Logf("least-request: %v", lr)
+	if pq.maxRIF[3] > pq.maxRIF[0]+4 || pq.p99 > lr.p99 {
+		t.Errorf("prequal at 1 probe/query: largest queue per quarter %v, p99 %v (least-request %v)", pq.maxRIF, pq.p99, lr.p99)
+	}
+}
+
+// ReusedPicks counts the picks made on a probe already used, beside the
+// budget in force.
+func TestPrequal_ReusedPicksCounted(t *testing.T) {
+	// One replica in the pool with a large budget: every pick after the
+	// first reuses its probe.
+	p := newPrequalT(t, 3, func(c *PrequalConfig) {
+		c.PoolSize, c.MinProbes, c.RemovePerQuery, c.QRIF, c.Delta, c.MaxReuse = 2, 1, 0, 1, 15, 16
+	})
+	rng := newRNG()
+	fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond)})
+	for range 3 {
+		mustPick(t, p, t0, rng)
+	}
+	if s := p.Stats(); s.ReusedPicks != 2 || s.ReuseBudget != 16 {
+		t.Errorf("reused picks %d, budget %v; want 2 and 16", s.ReusedPicks, s.ReuseBudget)
+	}
+}
+
+// At most one exploratory request in flight per replica across clients:
+// client A explores replica 1 (no history); client B's probe then reports
+// RIF 1 and no latency (A's request): B must not send a second one.
+func TestPrequal_OneExplorationAcrossClients(t *testing.T) {
+	ms := time.Millisecond
+	cfg := func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0 }
+	a, b := newPrequalT(t, 4, cfg), newPrequalT(t, 4, cfg)
+	rng := newRNG()
+	fill(a, t0, map[int]ProbeReply{0: known(1, 5*ms), 1: {RIF: 0}})
+	if pk := mustPick(t, a, t0, rng); pk.Endpoint != a.eps[1].addr {
+		t.Fatalf("client A did not explore the unknown replica: %+v", pk)
+	}
+	fill(b, at(1), map[int]ProbeReply{0: known(1, 5*ms), 1: {RIF: 1}})
+	if pk := mustPick(t, b, at(1), rng); pk.Endpoint == b.eps[1].addr {
+		t.Errorf("client B sent a second exploratory request to replica 1 while A's is in flight")
+	}
+}
+
+// "Whenever a new probe arrives that would increase the pool beyond its
+// size limit, we drop the oldest probe": an answer received before every
+// pool entry and handed in late is itself the oldest.
+func TestPrequal_OverflowDropsTheOldestEvenIfItIsTheArrival(t *testing.T) {
+	p := newPrequalT(t, 20, nil)
+	for i := range 16 {
+		p.ProbeResult(at(100+i), p.eps[i].addr, known(0, time.Millisecond))
+	}
+	p.ProbeResult(at(50), p.eps[16].addr, known(0, time.Millisecond))
+	for _, e := range p.pool {
+		if e.ep == 16 {
+			t.Errorf("the answer received at 50 ms evicted the one received at 100 ms")
+		}
+	}
+	if len(p.pool) != 16 || p.Stats().PoolRemovals["overflow"] != 1 {
+		t.Errorf("pool %d, removals %v; want 16 and one overflow", len(p.pool), p.Stats().PoolRemovals)
+	}
+}
+
+// An averse replica's probe ranks below every other, also below a healthy
+// probe that is busier and slower.
+func TestPrequal_AverseRankedBelowOtherProbes(t *testing.T) {
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 16; c.Delta = 1000 })
+	rng := newRNG()
+	for ms := 0; ms < AversionMinSamples; ms++ {
+		pk, _ := p.PickOther(at(ms), rng, p.eps[1].addr)
+		for pk.Endpoint != p.eps[0].addr {
+			p.Done(at(ms), pk, time.Millisecond, 200)
+			pk, _ = p.PickOther(at(ms), rng, p.eps[1].addr)
+		}
+		p.Done(at(ms), pk, time.Millisecond, 500)
+	}
+	if !p.averse(0) {
+		t.Fatal("endpoint 0 not averse")
+	}
+	for i := 0; i < 20; i++ {
+		fill(p, at(10), map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(1, 5*time.Millisecond)})
+		if pk := mustPick(t, p, at(10), rng); pk.Endpoint != p.eps[1].addr {
+			t.Fatalf("pick %d: %s, want the healthy probe %s", i, pk.Endpoint, p.eps[1].addr)
+		}
+	}
+}
+
+// SetEndpoints carries each staying replica's state (exploration in
+// flight, last answer) to its new index.
+func TestPrequal_SetEndpointsKeepsReplicaState(t *testing.T) {
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.RemovePerQuery = 0 })
+	rng := newRNG()
+	a := addrs(5)
+	fill(p, t0, map[int]ProbeReply{0: known(3, 5*time.Millisecond), 1: {RIF: 0}})
+	if pk := mustPick(t, p, t0, rng); pk.Endpoint != a[1] {
+		t.Fatalf("first pick %s, want the unknown replica", pk.Endpoint)
+	}
+	p.SetEndpoints(at(1), []string{a[4], a[1], a[0], a[2], a[3]})
+	p.ProbeResult(at(2), a[1], ProbeReply{RIF: 0})
+	p.ProbeResult(at(2), a[0], known(3, 5*time.Millisecond))
+	if pk := mustPick(t, p, at(2), rng); pk.Endpoint == a[1] {
+		t.Errorf("a second exploratory request went to %s after SetEndpoints", a[1])
+	}
+	p.ProbeResult(at(1), a[0], known(0, time.Millisecond))
+	if s := p.Stats().StaleAnswers; s != 1 {
+		t.Errorf("stale answers = %d after SetEndpoints, want 1", s)
+	}
+}
+
+// Reset keeps a replica's probe in flight as in flight: its answer or
+// failure is still to come, so the replica is not probed twice.
+func TestPrequal_ResetKeepsProbesInFlight(t *testing.T) {
+	p := newPrequalT(t, 3, func(c *PrequalConfig) { c.IdleProbeInterval = 0 })
+	rng := newRNG()
+	mustPick(t, p, t0, rng)
+	if due := p.ProbesDue(t0, rng, nil); len(due) != 3 {
+		t.Fatalf("first query: %v", due)
+	}
+	p.Reset(at(1))
+	mustPick(t, p, at(2), rng)
+	if due := p.ProbesDue(at(2), rng, nil); len(due) != 0 {
+		t.Errorf("after Reset, replicas with a probe in flight were probed again: %v", due)
+	}
+}
+
+// The pool stays in receipt order (expire drops its prefix) through late
+// and out-of-order answers, picks, SetEndpoints and Reset: a property test
+// over random operation sequences.
+func TestPrequal_PoolReceiptOrderInvariant(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		all := addrs(40)
+		cur := append([]string(nil), all[:20]...)
+		p := newPolicy(t, NamePrequal, 0, func(c *Config) {
+			c.Prequal.MaxReuse = 1 + r.IntN(4)
+			c.Prequal.RemovePerQuery = []float64{0, 0.25, 1, 2}[r.IntN(4)]
+		}).(*prequal)
+		p.SetEndpoints(t0, cur)
+		var inflight []Picked
+		clock := 0
+		check := func(op string, afterPick bool) {
+			seen := map[int32]bool{}
+			for i, e := range p.pool {
+				if i > 0 && p.pool[i-1].received > e.received {
+					t.Fatalf("seed %d after %s: pool out of receipt order at %d", seed, op, i)
+				}
+				if seen[e.ep] || int(e.ep) >= len(p.eps) {
+					t.Fatalf("seed %d after %s: bad entry %+v", seed, op, e)
+				}
+				seen[e.ep] = true
+				if afterPick && e.received < p.instant(at(clock))-int64(p.cfg.MaxAge) {
+					t.Fatalf("seed %d after %s: expired entry left in the pool", seed, op)
+				}
+			}
+		}
+		for step := 0; step < 3000; step++ {
+			clock += r.IntN(40)
+			switch k := r.IntN(100); {
+			case k < 55:
+				lag := 0
+				if r.IntN(3) == 0 {
+					lag = r.IntN(1500)
+				}
+				p.ProbeResult(at(clock-lag), cur[r.IntN(len(cur))], ProbeReply{RIF: r.IntN(8), Latency: time.Duration(1+r.IntN(50)) * time.Millisecond, LatencyKnown: r.IntN(5) > 0})
+				check("ProbeResult", false)
+			case k < 85:
+				inflight = append(inflight, mustPick(t, p, at(clock), r))
+				check("Pick", true)
+			case k < 93:
+				if len(inflight) > 0 {
+					i := r.IntN(len(inflight))
+					p.Done(at(clock), inflight[i], time.Millisecond, 200)
+					inflight = append(inflight[:i], inflight[i+1:]...)
+				}
+			case k < 99:
+				r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+				cur = append(cur[:0], all[:5+r.IntN(30)]...)
+				p.SetEndpoints(at(clock), cur)
+				check("SetEndpoints", false)
+			default:
+				p.Reset(at(clock))
+				check("Reset", false)
+			}
+		}
+	}
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine needs for `make test` and the local campaign:
-# Debian packages (promtool for the rule checks), the Go modules, the Rust
+# Debian packages (promtool for the rule checks, nginx for the external example), the Go modules, the Rust
 # backend, and the kube-apiserver and etcd the Kubernetes tests start.
 # Safe to run again: each step is skipped when its result is present.
 set -euo pipefail
@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v cargo >/dev/null 2>&1 || need_apt+=(cargo)
+# nginx and curl: the external environment's end-to-end test runs the
+# shipped nginx example on loopback (it is required under CI=true).
+command -v nginx >/dev/null 2>&1 || need_apt+=(nginx)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"

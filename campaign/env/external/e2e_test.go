@@ -108,6 +108,9 @@ func TestE2E_NginxExample(t *testing.T) {
 	}
 	for _, bin := range []string{"nginx", "curl"} {
 		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s not installed (hack/setup.sh installs it): %v", bin, err)
+			}
 			t.Skipf("%s not installed: %v", bin, err)
 		}
 	}

@@ -333,29 +333,43 @@ func (e *Env) settle(ctx context.Context) error {
 	}
 }
 
+// hookWaitDelay bounds the wait for a killed hook's output pipes: a
+// process that left the hook's process group (setsid) may still hold
+// them, and must not hold up the run.
+const hookWaitDelay = 500 * time.Millisecond
+
 // hook runs a shell command in the config file's directory with
 // {algorithm} substituted, the algorithm and proxy in its environment,
 // bounded by the hook timeout; its output goes to hooks.log and, on
-// failure, into the error.
+// failure, into the error. The hook runs in its own process group, and a
+// hook that overruns its timeout (or whose run is cancelled) is killed
+// with the whole group: the shell and every child it started, so none
+// of them goes on switching or resetting the ingress during the next
+// run.
 func (e *Env) hook(ctx context.Context, name, command string) error {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.hookTimeout)
+	hctx, cancel := context.WithTimeout(ctx, e.cfg.hookTimeout)
 	defer cancel()
 	line, err := substitute(command, e.algorithm)
 	if err != nil {
 		return fmt.Errorf("external: %s hook: %w", name, err)
 	}
-	cmd := exec.CommandContext(ctx, "sh", "-c", line)
+	cmd := exec.CommandContext(hctx, "sh", "-c", line)
 	cmd.Dir = e.cfg.dir
 	cmd.Env = append(os.Environ(), "PREQUALBENCH_ALGORITHM="+e.algorithm, "PREQUALBENCH_PROXY="+e.proxy())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = hookProcAttr()
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
+	cmd.WaitDelay = hookWaitDelay
 	err = cmd.Run()
 	e.log(fmt.Sprintf("%s %s: %s\n%s", time.Now().UTC().Format(time.RFC3339Nano), name, line, out.String()))
 	if err != nil {
 		tail := strings.TrimSpace(out.String())
 		if len(tail) > 500 {
 			tail = "..." + tail[len(tail)-500:]
+		}
+		if ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("timed out after %v (hookTimeout), killed with its children", e.cfg.hookTimeout)
 		}
 		return fmt.Errorf("external: %s hook %q for %s: %v: %s", name, line, e.algorithm, err, tail)
 	}

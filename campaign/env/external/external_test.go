@@ -2,6 +2,7 @@ package external
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/scenario"
 )
@@ -101,6 +104,56 @@ func TestHooks(t *testing.T) {
 	if _, err := e.Reset(context.Background(), scenario.ResetAdmin); err == nil || !strings.Contains(err.Error(), "cannot reload") {
 		t.Errorf("failing hook: %v", err)
 	}
+}
+
+// A hook that overruns its timeout is killed with every child it
+// started, promptly, and the error says it timed out: exec.CommandContext
+// alone killed only the shell, left the child to switch the ingress
+// during the next run, and waited WaitDelay (5 s) for its output pipe.
+func TestHookTimeoutKillsItsChildren(t *testing.T) {
+	e, _ := newEnv(t, &Config{}, 0)
+	e.cfg.hookTimeout = 300 * time.Millisecond
+	// The inner shell is the outer one's child: it records its pid, then
+	// would touch late.txt a second after the timeout.
+	e.cfg.SetAlgorithm = `sh -c 'echo $$ > child.pid; sleep 1.3; touch late.txt'; echo switched`
+	began := time.Now()
+	err := e.SetAlgorithm(context.Background(), "round-robin")
+	took := time.Since(began)
+	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms") {
+		t.Fatalf("SetAlgorithm: %v, want a hook timed out after 300ms", err)
+	}
+	if took > 1200*time.Millisecond {
+		t.Errorf("SetAlgorithm returned after %v, want about the 300ms hook timeout (not the child's 1.3 s nor a 5 s WaitDelay)", took)
+	}
+	b, err := os.ReadFile(filepath.Join(e.cfg.dir, "child.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once the child is gone it can touch nothing: poll for that, then
+	// check it had not (a zombie waiting for its reaper counts as gone).
+	for deadline := time.Now().Add(5 * time.Second); alive(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hook's child %d still runs after the timeout", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(e.cfg.dir, "late.txt")); err == nil {
+		t.Error("the timed-out hook's child ran on and touched late.txt")
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // A variant's name reaches a hook as one word even in a shell that

@@ -184,11 +184,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		close(stopTick)
 		<-tickDone
 		res = e.finish()
-		res.Model, res.Duration, res.Dropped = ModelOpen, o.window, o.dropped
-		res.TargetRate = meanRate(cfg.Open)
-		if (o.window < cfg.Window() || cfg.Shards > 1) && o.window > 0 {
-			// A shard offers its share: the shards' rates add up.
+		res.Model, res.Duration, res.Dropped, res.Planned = ModelOpen, o.window, o.dropped, o.planned
+		switch {
+		case o.window <= 0:
+		case o.window < cfg.Window():
+			// Cancelled: what was offered of the shortened window.
 			res.TargetRate = float64(o.offered) / o.window.Seconds()
+		default:
+			// What the schedule planned, drops included (offered would
+			// leave them out, and a shard's rate would then not add up
+			// to one generator's).
+			res.TargetRate = float64(o.planned) / o.window.Seconds()
 		}
 	}
 	if cfg.MaxConnections > 0 {
@@ -310,8 +316,10 @@ type hit struct {
 }
 
 type openOutcome struct {
-	window           time.Duration
-	offered, dropped uint64
+	window time.Duration
+	// planned counts this shard's hits of the window, dropped or not;
+	// offered those handed to a worker; dropped those never sent.
+	planned, offered, dropped uint64
 }
 
 // runOpen dispatches the schedule (warmup phase first) to a pool of
@@ -366,6 +374,7 @@ dispatch:
 			break
 		}
 		if inWindow {
+			o.planned++
 			o.offered++
 		}
 		h := hit{due: due, target: t, inWindow: inWindow}
@@ -397,6 +406,7 @@ dispatch:
 			}
 			for _, more := sched.next(); more; _, more = sched.next() {
 				if k++; e.cfg.mine(k) && (e.cfg.Warmup == 0 || sched.i > 0) {
+					o.planned++
 					o.dropped++
 				}
 			}

@@ -51,8 +51,10 @@ func TestRun_OpenLoopSendsTheSchedule(t *testing.T) {
 	if got := res.Histogram.TotalCount(); uint64(got) != want {
 		t.Errorf("histogram holds %d values, want %d", got, want)
 	}
-	if res.Model != ModelOpen || res.Duration != 2*time.Second || res.TargetRate != 100 {
-		t.Errorf("model %q, duration %v, target rate %v; want open, 2s, 100", res.Model, res.Duration, res.TargetRate)
+	// The target is the schedule's planned hits per second (the ramp's
+	// pacer holds one hit less than its integral of 100).
+	if res.Model != ModelOpen || res.Duration != 2*time.Second || res.Planned != want || res.TargetRate != float64(want)/2 {
+		t.Errorf("model %q, duration %v, planned %d, target rate %v; want open, 2s, %d, %v", res.Model, res.Duration, res.Planned, res.TargetRate, want, float64(want)/2)
 	}
 	if res.Dropped != 0 {
 		t.Errorf("dropped %d, want 0", res.Dropped)

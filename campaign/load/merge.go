@@ -13,8 +13,10 @@ import (
 // Merge adds up the Results of the shards of one run (Config.Shard):
 // histograms added, counters summed, the series aligned on the second of
 // the window (the shards share a start time), each row's percentiles
-// recomputed from its merged histogram. Shards' offered rates, users and
-// connection caps add up; the window is the longest shard's. CPU columns
+// recomputed from its merged histogram. Shards' planned hits, users and
+// connection caps add up, and the target rate is the planned hits per
+// second of the window, as one generator computes it; the window is the
+// longest shard's. CPU columns
 // are dropped: each shard ran on its own host. Per-second percentiles
 // need every shard's row histograms (Config.SecondHistograms); without
 // them Merge fails rather than estimate.
@@ -63,7 +65,13 @@ func Merge(parts []*Result) (*Result, error) {
 		m.ConnCap += p.ConnCap
 		m.ConnCapBound += p.ConnCapBound
 		m.Duration = max(m.Duration, p.Duration)
+		m.Planned += p.Planned
 		m.TargetRate += p.TargetRate
+	}
+	if m.Model == ModelOpen && m.Planned > 0 && m.Duration > 0 && sameWindow(parts) {
+		// The sum of the shards' rates would differ from one generator's
+		// Planned/Duration in the last bits.
+		m.TargetRate = float64(m.Planned) / m.Duration.Seconds()
 	}
 	series, err := mergeSeries(parts)
 	if err != nil {
@@ -71,6 +79,17 @@ func Merge(parts []*Result) (*Result, error) {
 	}
 	m.Series = series
 	return m, nil
+}
+
+// sameWindow reports whether every part ran the whole same window (none
+// was cut short by a cancellation).
+func sameWindow(parts []*Result) bool {
+	for _, p := range parts {
+		if p.Duration != parts[0].Duration {
+			return false
+		}
+	}
+	return true
 }
 
 func mergeSeries(parts []*Result) ([]Second, error) {

@@ -30,6 +30,7 @@ func TestMerge_ShardsEqualOneGenerator(t *testing.T) {
 		parts[i] = fresh()
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	var planned [shards]uint64
 	statuses := []int{200, 200, 200, 204, 302, 503, 404, 0, 0}
 	for s := range seconds {
 		for k := range perSecond {
@@ -42,6 +43,7 @@ func TestMerge_ShardsEqualOneGenerator(t *testing.T) {
 			if rng.IntN(50) == 0 {
 				lat = 70 * time.Second // clamped
 			}
+			planned[(s*perSecond+k)%shards]++
 			for _, r := range []*recorder{whole, parts[(s*perSecond+k)%shards]} {
 				r.sent(lag, true)
 				r.done(lat, out)
@@ -53,11 +55,12 @@ func TestMerge_ShardsEqualOneGenerator(t *testing.T) {
 		}
 	}
 	want := whole.result()
-	want.Model, want.Duration, want.TargetRate = ModelOpen, seconds*time.Second, perSecond
+	want.Model, want.Duration, want.Planned, want.TargetRate = ModelOpen, seconds*time.Second, seconds*perSecond, perSecond
 	var results []*Result
-	for _, p := range parts {
+	for i, p := range parts {
 		r := p.result()
-		r.Model, r.Duration, r.TargetRate = ModelOpen, seconds*time.Second, perSecond/float64(shards)
+		r.Model, r.Duration, r.Planned = ModelOpen, seconds*time.Second, planned[i]
+		r.TargetRate = float64(r.Planned) / r.Duration.Seconds()
 		results = append(results, r)
 	}
 	got, err := Merge(results)
@@ -162,7 +165,57 @@ func TestShards_SendTheWholeScheduleOnce(t *testing.T) {
 		t.Errorf("merged sent %d succeeded %d completed %d hist %d; one generator %d %d %d %d",
 			m.Sent, m.Succeeded, m.Completed, m.Histogram.TotalCount(), one.Sent, one.Succeeded, one.Completed, one.Histogram.TotalCount())
 	}
-	if d := m.TargetRate - one.TargetRate; d > 1 || d < -1 {
-		t.Errorf("merged target rate %.1f, one generator %.1f", m.TargetRate, one.TargetRate)
+	if m.TargetRate != one.TargetRate || m.Planned != one.Planned {
+		t.Errorf("merged target rate %v (%d planned), one generator %v (%d)", m.TargetRate, m.Planned, one.TargetRate, one.Planned)
+	}
+}
+
+// With sends dropped (every worker stuck past the window plus the
+// timeout), the merged target rate is still exactly one generator's: the
+// shards report what the schedule planned for them, not what they got
+// to offer (which left the drops out, so the merge read low).
+func TestMerge_TargetRateWithDrops(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	cfg := Config{
+		Targets: []Target{{URL: srv.URL + "/x"}},
+		Open:    []Phase{{Kind: KindConstant, Rate: 50, Duration: time.Second}},
+		Timeout: 200 * time.Millisecond, MaxWorkers: 2, Seed: 1,
+	}
+	one, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []*Result
+	for i := range 2 {
+		c := cfg
+		c.MaxWorkers = 1 // each shard's part of the 2
+		c.Shard, c.Shards = i, 2
+		r, err := Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, r)
+	}
+	m, err := Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Dropped == 0 || m.Dropped == 0 {
+		t.Fatalf("nothing dropped (one generator %d, shards %d): the test needs drops", one.Dropped, m.Dropped)
+	}
+	if one.Planned != 50 || one.TargetRate != 50 {
+		t.Errorf("one generator: planned %d, target %v/s; want 50, 50", one.Planned, one.TargetRate)
+	}
+	if m.TargetRate != one.TargetRate || m.Planned != one.Planned {
+		t.Errorf("merged target %v/s (%d planned, %d dropped), one generator %v/s (%d planned, %d dropped)",
+			m.TargetRate, m.Planned, m.Dropped, one.TargetRate, one.Planned, one.Dropped)
 	}
 }

@@ -86,7 +86,15 @@ type Result struct {
 	// Duration is the measured window: from its first scheduled send to
 	// the end of the schedule (or the cancellation).
 	Duration time.Duration
-	// TargetRate is the mean offered rate over Duration (open loop).
+	// Planned counts the open-loop hits of the window's schedule that
+	// were this generator's to send (its shard's, Config.Shard), dropped
+	// ones included: what the schedule planned, whatever got sent.
+	Planned uint64
+	// TargetRate is the planned rate over Duration (open loop): Planned
+	// per second of the window, so the shards' Planned add up to one
+	// generator's and Merge gives its TargetRate exactly. A cancelled
+	// run's is what it offered before the cancellation, per second of the
+	// shortened window.
 	TargetRate float64
 }
 

@@ -180,28 +180,6 @@ func plannedHits(phases []Phase) uint64 {
 	return n
 }
 
-// meanRate is the mean offered rate of the phases over their whole length.
-func meanRate(phases []Phase) float64 {
-	var hits, secs float64
-	for _, p := range phases {
-		d := p.Duration.Seconds()
-		secs += d
-		switch p.Kind {
-		case KindConstant:
-			hits += p.Rate * d
-		case KindRamp:
-			hits += (p.From + p.To) / 2 * d
-		default:
-			pp := phasePacer(p).(*piecewisePacer)
-			hits += pp.integral(p.Duration)
-		}
-	}
-	if secs == 0 {
-		return 0
-	}
-	return hits / secs
-}
-
 // integral is the expected number of hits in [0, t).
 func (p *piecewisePacer) integral(t time.Duration) float64 {
 	var h float64

@@ -165,5 +165,38 @@ func TestMeanRate(t *testing.T) {
 		if got := meanRate(tc.phases); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: meanRate = %v, want %v", tc.name, got, tc.want)
 		}
+		// The engine's TargetRate is the schedule's planned hits per
+		// second: the integral, to within the one hit a schedule may hold
+		// at a phase's end.
+		var secs float64
+		for _, p := range tc.phases {
+			secs += p.Duration.Seconds()
+		}
+		if got := float64(plannedHits(tc.phases)) / secs; math.Abs(got-tc.want) > 1/secs+1e-9 {
+			t.Errorf("%s: planned hits per second %v, want %v", tc.name, got, tc.want)
+		}
 	}
+}
+
+// meanRate is the mean rate of the phases over their whole length: their
+// integral per second, the reference for the schedule's planned hits.
+func meanRate(phases []Phase) float64 {
+	var hits, secs float64
+	for _, p := range phases {
+		d := p.Duration.Seconds()
+		secs += d
+		switch p.Kind {
+		case KindConstant:
+			hits += p.Rate * d
+		case KindRamp:
+			hits += (p.From + p.To) / 2 * d
+		default:
+			pp := phasePacer(p).(*piecewisePacer)
+			hits += pp.integral(p.Duration)
+		}
+	}
+	if secs == 0 {
+		return 0
+	}
+	return hits / secs
 }

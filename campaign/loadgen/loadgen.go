@@ -138,6 +138,7 @@ type Wire struct {
 	ConnCap           int               `json:"conn_cap"`
 	ConnCapBound      uint64            `json:"conn_cap_bound"`
 	Duration          time.Duration     `json:"duration_ns"`
+	Planned           uint64            `json:"planned"`
 	TargetRate        float64           `json:"target_rate"`
 }
 
@@ -161,7 +162,7 @@ func Encode(r *load.Result) (*Wire, error) {
 		Sent: r.Sent, Completed: r.Completed, CompletedInWindow: r.CompletedInWindow, Succeeded: r.Succeeded,
 		Failed4xx: r.Failed4xx, Failed5xx: r.Failed5xx, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors,
 		Errors: r.Errors, Outstanding: r.Outstanding, Clamped: r.Clamped, Late: r.Late, Dropped: r.Dropped,
-		ConnCap: r.ConnCap, ConnCapBound: r.ConnCapBound, Duration: r.Duration, TargetRate: r.TargetRate,
+		ConnCap: r.ConnCap, ConnCapBound: r.ConnCapBound, Duration: r.Duration, Planned: r.Planned, TargetRate: r.TargetRate,
 	}
 	for code, n := range r.StatusCodes {
 		w.StatusCodes[strconv.Itoa(code)] = n
@@ -209,7 +210,7 @@ func (w *Wire) Decode() (*load.Result, error) {
 		Sent: w.Sent, Completed: w.Completed, CompletedInWindow: w.CompletedInWindow, Succeeded: w.Succeeded,
 		Failed4xx: w.Failed4xx, Failed5xx: w.Failed5xx, Timeouts: w.Timeouts, ConnErrors: w.ConnErrors,
 		Errors: w.Errors, Outstanding: w.Outstanding, Clamped: w.Clamped, Late: w.Late, Dropped: w.Dropped,
-		ConnCap: w.ConnCap, ConnCapBound: w.ConnCapBound, Duration: w.Duration, TargetRate: w.TargetRate,
+		ConnCap: w.ConnCap, ConnCapBound: w.ConnCapBound, Duration: w.Duration, Planned: w.Planned, TargetRate: w.TargetRate,
 	}
 	for code, n := range w.StatusCodes {
 		c, err := strconv.Atoi(code)

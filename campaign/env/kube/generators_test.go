@@ -151,8 +151,8 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 	if starts.Load() != 1 || ends.Load() != 1 {
 		t.Errorf("window boundaries: %d starts, %d ends, want 1 each", starts.Load(), ends.Load())
 	}
-	if d := res.TargetRate - 200; d > 1 || d < -1 {
-		t.Errorf("merged target rate %.1f, want 200", res.TargetRate)
+	if res.TargetRate != 200 || res.Planned != 200 {
+		t.Errorf("merged target rate %v (%d planned), want 200 (200)", res.TargetRate, res.Planned)
 	}
 	if res.ConnCap != 6 {
 		t.Errorf("the generators' connection caps add up to %d, want the runner's 2 addresses x 3", res.ConnCap)

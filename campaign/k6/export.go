@@ -209,8 +209,10 @@ func Export(w io.Writer, s *scenario.Scenario, baseURL string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// k6 script written by `prequalbench k6 export` for scenario %s.\n", s.Name)
 	b.WriteString("// Run: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS:PORT script.js\n")
-	b.WriteString("// then: prequalbench k6 import summary.json. k6 times each request from its\n")
-	b.WriteString("// actual send and summarises trends, so the import is an approximation.\n")
+	fmt.Fprintf(&b, "// then: prequalbench k6 import summary.json --algorithm LABEL --scenario %s\n", s.Name)
+	b.WriteString("// (with the --duration-scale this script was exported with, if any). k6 times\n")
+	b.WriteString("// each request from its actual send and summarises trends, so the import is\n")
+	b.WriteString("// an approximation.\n")
 	b.WriteString("import http from 'k6/http';\n\n")
 	fmt.Fprintf(&b, "const BASE = __ENV.BASE_URL || %q;\n", strings.TrimSuffix(baseURL, "/"))
 	fmt.Fprintf(&b, "const ROUTES = %s;\n", rb)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/scenario"
 )
 
 // Summary is the part of k6's --summary-export JSON the import reads.
@@ -29,34 +30,56 @@ var Approximations = []string{
 }
 
 // Import reads a k6 summary export of a script written by Export into a
-// run's load accounting. window is the measured window's length (the
-// scenario's); 0 takes k6's whole test duration, warmup included, and
-// says so. The returned reasons list every approximation; the caller
-// records them in the run's validity, which is therefore never valid.
-func Import(r io.Reader, window time.Duration) (artifacts.LoadResult, []string, error) {
-	var s Summary
-	if err := json.NewDecoder(r).Decode(&s); err != nil {
+// run's load accounting. s is the scenario the script was exported from,
+// with the same --duration-scale: it gives the measured window's length
+// and the load model (open, or closed with its users); nil takes k6's
+// whole test duration, warmup included, and an open loop, and says so.
+// A summary whose test ran far longer or shorter than s's warmup and
+// window is refused: it was exported from another scenario or scale, and
+// every rate would be off by that factor. The returned reasons list
+// every approximation; the caller records them in the run's validity,
+// which is therefore never valid.
+func Import(r io.Reader, s *scenario.Scenario) (artifacts.LoadResult, []string, error) {
+	var sum Summary
+	if err := json.NewDecoder(r).Decode(&sum); err != nil {
 		return artifacts.LoadResult{}, nil, fmt.Errorf("k6: summary: %w", err)
 	}
 	win := "{phase:" + PhaseWindow + "}"
-	reqs, ok := s.Metrics["http_reqs"+win]
+	reqs, ok := sum.Metrics["http_reqs"+win]
 	if !ok {
 		return artifacts.LoadResult{}, nil, errors.New("k6: the summary has no http_reqs{phase:window}: was the script written by `prequalbench k6 export` and run with --summary-export?")
 	}
 	reasons := append([]string(nil), Approximations...)
-	if window <= 0 {
-		window = time.Duration(s.State.TestRunDurationMs * float64(time.Millisecond))
-		reasons = append(reasons, "imported from k6: window length unknown, k6's whole test duration used (warmup included): rates are low")
+	ran := time.Duration(sum.State.TestRunDurationMs * float64(time.Millisecond))
+	l := artifacts.LoadResult{Model: "open"}
+	var window time.Duration
+	if s == nil {
+		window = ran
+		reasons = append(reasons, "imported from k6: no scenario given, so the window is k6's whole test duration (warmup included: rates are low) and the load model is taken as open")
+	} else {
+		window = s.Load.MeasuredDuration()
+		if s.Load.Users > 0 {
+			l.Model, l.Users = "closed", s.Load.Users
+		}
+		warmup := time.Duration(0)
+		if s.Protocol.Warmup != nil {
+			warmup = s.Protocol.Warmup.Std()
+		}
+		planned := warmup + window
+		// k6 may run on for up to the graceful stop (the request timeout)
+		// after the last executor's end.
+		if ran > 0 && (ran < planned*4/5 || ran > planned*5/4+s.Load.Timeout.Std()) {
+			return artifacts.LoadResult{}, nil, fmt.Errorf("k6: the summary's test ran %v, but scenario %s's warmup and window take %v: "+
+				"import with the scenario and --duration-scale the script was exported with", ran.Round(time.Millisecond), s.Name, planned)
+		}
 	}
 	sent := uint64(num(reqs["count"]))
-	failed := uint64(num(s.Metrics["http_req_failed"+win]["passes"]))
-	l := artifacts.LoadResult{
-		Model: "open", Duration: window, Sent: sent, Completed: sent, Errors: failed,
-		Succeeded: sent - min(failed, sent), StatusCodes: map[string]uint64{},
-		Dropped:     uint64(num(s.Metrics["dropped_iterations"]["count"])),
-		Success:     trend(s.Metrics["http_req_duration{phase:"+PhaseWindow+",expected_response:true}"]),
-		Pessimistic: trend(s.Metrics["http_req_duration"+win]),
-	}
+	failed := uint64(num(sum.Metrics["http_req_failed"+win]["passes"]))
+	l.Duration, l.Sent, l.Completed, l.Errors = window, sent, sent, failed
+	l.Succeeded, l.StatusCodes = sent-min(failed, sent), map[string]uint64{}
+	l.Dropped = uint64(num(sum.Metrics["dropped_iterations"]["count"]))
+	l.Success = trend(sum.Metrics["http_req_duration{phase:"+PhaseWindow+",expected_response:true}"])
+	l.Pessimistic = trend(sum.Metrics["http_req_duration"+win])
 	if l.Dropped > 0 {
 		reasons = append(reasons, fmt.Sprintf("imported from k6: %d iterations dropped (k6 ran out of VUs), over the whole test", l.Dropped))
 	}

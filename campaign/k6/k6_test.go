@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/scenario"
 )
 
@@ -215,19 +216,33 @@ func TestExportScript(t *testing.T) {
 	}
 }
 
-// The committed summary fixture imports with the window's counts and
-// k6's estimates, and every approximation is stated.
-func TestImportFixture(t *testing.T) {
+func fixtureScenario(t *testing.T) *scenario.Scenario {
+	t.Helper()
+	s, err := scenario.Lookup(filepath.Join("testdata", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func importFixture(t *testing.T, s *scenario.Scenario) (artifacts.LoadResult, []string, error) {
+	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "summary.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	l, reasons, err := Import(f, 10*time.Second)
+	return Import(f, s)
+}
+
+// The committed summary fixture imports with the window's counts and
+// k6's estimates, and every approximation is stated.
+func TestImportFixture(t *testing.T) {
+	l, reasons, err := importFixture(t, fixtureScenario(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Sent != 2000 || l.Errors != 12 || l.Succeeded != 1988 || l.Dropped != 3 || l.Goodput != 198.8 {
+	if l.Model != "open" || l.Duration != 10*time.Second || l.Sent != 2000 || l.Errors != 12 || l.Succeeded != 1988 || l.Dropped != 3 || l.Goodput != 198.8 {
 		t.Errorf("counts: %+v", l)
 	}
 	if l.P50 != 6.3 || l.P99 != 20.9 || l.Success.Count != 1988 || l.Pessimistic.P999 != 4990.1 {
@@ -235,7 +250,7 @@ func TestImportFixture(t *testing.T) {
 	}
 	run := Run("prequal", l, reasons)
 	if run.Validity.Valid || len(run.Validity.Reasons) != len(Approximations)+1 {
-		t.Errorf("validity %+v", run.Validity)
+		t.Errorf("run %+v", run)
 	}
 	joined := strings.Join(reasons, "\n")
 	for _, want := range []string{"estimates", "coordinated omission", "3 iterations dropped"} {
@@ -243,7 +258,60 @@ func TestImportFixture(t *testing.T) {
 			t.Errorf("reasons do not say %q", want)
 		}
 	}
-	if _, _, err := Import(strings.NewReader(`{"metrics":{"http_reqs":{"count":1}}}`), 0); err == nil {
+	if _, _, err := Import(strings.NewReader(`{"metrics":{"http_reqs":{"count":1}}}`), nil); err == nil {
 		t.Error("a summary without the window's metrics was imported")
+	}
+}
+
+// Without a scenario the window is k6's whole test (warmup included), and
+// the reasons say so.
+func TestImportWithoutScenario(t *testing.T) {
+	l, reasons, err := importFixture(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Duration != 12004500*time.Microsecond || l.Model != "open" {
+		t.Errorf("window %v, model %s", l.Duration, l.Model)
+	}
+	if !strings.Contains(strings.Join(reasons, "\n"), "no scenario given") {
+		t.Errorf("reasons: %q", reasons)
+	}
+}
+
+// The scenario must be the one exported, at the same --duration-scale:
+// at another scale the window, and every rate, would be off by that
+// factor, so the import is refused.
+func TestImportRefusesAnotherScale(t *testing.T) {
+	for _, f := range []float64{10, 0.1} {
+		s := fixtureScenario(t)
+		s.Scale(f)
+		if _, _, err := importFixture(t, s); err == nil || !strings.Contains(err.Error(), "--duration-scale") {
+			t.Errorf("scale %v: %v, want a refusal naming --duration-scale", f, err)
+		}
+	}
+	s := fixtureScenario(t)
+	s.Scale(1.1) // within what k6's start and graceful stop explain
+	if _, _, err := importFixture(t, s); err != nil {
+		t.Errorf("scale 1.1: %v", err)
+	}
+}
+
+// A closed-loop scenario's import is a closed loop with its users.
+func TestImportClosedLoop(t *testing.T) {
+	y, err := os.ReadFile(filepath.Join("testdata", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := strings.Replace(string(y), "  open:\n    - {kind: constant, duration: 10s, rate: 200}\n", "  users: 8\n  duration: 10s\n", 1)
+	s, err := scenario.Parse([]byte(closed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := importFixture(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Model != "closed" || l.Users != 8 || l.TargetRate != 0 {
+		t.Errorf("model %s, users %d, target %v; want closed, 8, 0", l.Model, l.Users, l.TargetRate)
 	}
 }

@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/k6"
@@ -64,6 +64,7 @@ with: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js`
 
 func newK6ImportCommand() *cobra.Command {
 	var algorithm, scen, out string
+	var scale float64
 	c := &cobra.Command{
 		Use:   "import SUMMARY.json",
 		Short: "Read k6's --summary-export of an exported script into a run.json (never valid: k6 gives estimates)",
@@ -72,29 +73,34 @@ tool's run accounting (run.json). What k6's summary cannot carry is said in
 the run's validity reasons, and the run is never valid: percentiles are
 k6's trend estimates (no HDR histogram), latency runs from the actual send
 (coordinated omission not corrected), failures are not split by class.
---scenario gives the measured window's length (else k6's whole test time).`,
+--scenario (with the --duration-scale the script was exported with) gives
+the measured window's length and the load model, open or closed with its
+users; without it the window is k6's whole test time. A summary whose test
+ran far longer or shorter than that scenario's warmup and window is
+refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := loadbalancer.Canonical(algorithm)
 			if err != nil {
 				a = algorithm // another ingress's name: kept as given
 			}
-			var window time.Duration
-			if scen != "" {
-				s, err := scenario.Lookup(scen)
-				if err != nil {
-					return badInput(err)
+			var s *scenario.Scenario
+			switch {
+			case scen != "":
+				if s, err = lookupScaled(scen, scale); err != nil {
+					return err
 				}
-				window = s.Load.MeasuredDuration()
+			case cmd.Flags().Changed("duration-scale"):
+				return badInput(errors.New("--duration-scale: only with --scenario (the scenario the script was exported from)"))
 			}
 			f, err := os.Open(args[0])
 			if err != nil {
 				return badInput(err)
 			}
 			defer f.Close()
-			l, reasons, err := k6.Import(f, window)
+			l, reasons, err := k6.Import(f, s)
 			if err != nil {
-				return err
+				return badInput(err)
 			}
 			run := k6.Run(a, l, reasons)
 			if out != "" {
@@ -125,7 +131,8 @@ k6's trend estimates (no HDR histogram), latency runs from the actual send
 		},
 	}
 	c.Flags().StringVar(&algorithm, "algorithm", "", "what ran under the k6 load (an algorithm name, or any label)")
-	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario, for the measured window's length")
+	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario, for the measured window's length and the load model")
+	c.Flags().Float64Var(&scale, "duration-scale", 1, "the --duration-scale the script was exported with")
 	c.Flags().StringVar(&out, "out", "", "write runs/k6-ALGORITHM/run.json under this directory, e.g. a campaign's, whose report then lists it as an invalid imported run (default: print it)")
 	_ = c.MarkFlagRequired("algorithm")
 	return c

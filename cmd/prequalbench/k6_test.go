@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 )
@@ -36,5 +37,44 @@ func TestK6ExportAndImport(t *testing.T) {
 	if code, out := runCLI(t, "k6", "import", filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json"),
 		"--algorithm", "round-robin", "--out", dir); code != 2 || !strings.Contains(out, "exists") {
 		t.Errorf("second import: exit %d\n%s", code, out)
+	}
+}
+
+// import --scenario takes the --duration-scale the script was exported
+// with (the window was 10x off without it) and refuses a summary whose
+// test does not fit the scenario's warmup and window; a closed-loop
+// scenario imports as a closed loop with its users.
+func TestK6ImportScenarioAndScale(t *testing.T) {
+	fixture := filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json")
+	read := func(dir string) artifacts.Run {
+		t.Helper()
+		var r artifacts.Run
+		if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.RunsDir, "k6-x", artifacts.RunFile), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// quickstart: 5 s warmup and 20 s at 440 rps; at 0.5, 12.5 s in all,
+	// as the fixture's 12 s test.
+	dir := t.TempDir()
+	if code, out := runCLI(t, "k6", "import", fixture, "--algorithm", "x", "--scenario", "quickstart", "--duration-scale", "0.5", "--out", dir); code != 0 {
+		t.Fatal(out)
+	}
+	if r := read(dir); r.Load.Duration != 10*time.Second || r.Load.Goodput != 198.8 || r.Load.Model != "open" {
+		t.Errorf("quickstart at 0.5: window %v, goodput %v, model %s; want 10s, 198.8, open", r.Load.Duration, r.Load.Goodput, r.Load.Model)
+	}
+	if code, out := runCLI(t, "k6", "import", fixture, "--algorithm", "x", "--scenario", "quickstart", "--out", t.TempDir()); code != 2 || !strings.Contains(out, "--duration-scale") {
+		t.Errorf("quickstart unscaled: exit %d, want 2 naming --duration-scale:\n%s", code, out)
+	}
+	if code, out := runCLI(t, "k6", "import", fixture, "--algorithm", "x", "--duration-scale", "0.5"); code != 2 || !strings.Contains(out, "--scenario") {
+		t.Errorf("--duration-scale without --scenario: exit %d\n%s", code, out)
+	}
+	// c1-small-cpu: 30 users, 15 s warmup and 60 s; at 0.16, 12 s.
+	dir = t.TempDir()
+	if code, out := runCLI(t, "k6", "import", fixture, "--algorithm", "x", "--scenario", "c1-small-cpu", "--duration-scale", "0.16", "--out", dir); code != 0 {
+		t.Fatal(out)
+	}
+	if r := read(dir); r.Load.Model != "closed" || r.Load.Users != 30 || r.Load.Duration != 9600*time.Millisecond {
+		t.Errorf("c1-small-cpu: model %s, users %d, window %v; want closed, 30, 9.6s", r.Load.Model, r.Load.Users, r.Load.Duration)
 	}
 }

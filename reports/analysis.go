@@ -135,6 +135,63 @@ type Analysis struct {
 	Runs        []RunRow       `json:"runs"`
 	// Sweeps are the campaign's swept parameters, if any.
 	Sweeps []SweepResult `json:"sweeps,omitempty"`
+	// Imported are the runs imported from another tool (k6), outside the
+	// plan and every statistic above, with their own numbers.
+	Imported []ImportedRun `json:"imported,omitempty"`
+}
+
+// ImportedRun is a run imported from another tool's summary (k6): its
+// numbers are that tool's estimates, never part of the statistics.
+type ImportedRun struct {
+	Dir string `json:"dir"`
+	// Label is what ran under the imported load (an algorithm name or any
+	// label given to the import).
+	Label string `json:"label"`
+	// From is the tool the numbers come from (artifacts.ImportedK6).
+	From      string  `json:"from"`
+	Model     string  `json:"model"`
+	Users     int     `json:"users,omitempty"`
+	WindowSec float64 `json:"window_s"`
+	Sent      uint64  `json:"sent"`
+	Errors    uint64  `json:"errors"`
+	Dropped   uint64  `json:"dropped"`
+	Goodput   Num     `json:"goodput_rps"`
+	ErrorRate Num     `json:"error_rate"`
+	// Percentiles of successes and of every request (k6's estimates).
+	P50     Num `json:"p50_ms"`
+	P90     Num `json:"p90_ms"`
+	P99     Num `json:"p99_ms"`
+	P999    Num `json:"p999_ms"`
+	Max     Num `json:"max_ms"`
+	PessP99 Num `json:"all_p99_ms"`
+	// Reasons are the run's validity reasons: what the import cannot
+	// carry.
+	Reasons []string `json:"reasons"`
+}
+
+// importedRuns lists ds's imported runs, by directory.
+func importedRuns(ds *dataset) []ImportedRun {
+	var out []ImportedRun
+	for _, r := range ds.Imported {
+		l := r.Run.Load
+		ir := ImportedRun{
+			Dir: r.Dir, Label: r.Run.Algorithm, From: r.Run.Imported, Model: l.Model, Users: l.Users,
+			WindowSec: l.Duration.Seconds(), Sent: l.Sent, Errors: l.Errors, Dropped: l.Dropped,
+			Goodput: Num(l.Goodput), ErrorRate: Num(l.ErrorRate),
+			P50: Num(orNaN(l.Success, l.Success.P50)), P90: Num(orNaN(l.Success, l.Success.P90)),
+			P99: Num(orNaN(l.Success, l.Success.P99)), P999: Num(orNaN(l.Success, l.Success.P999)),
+			Max: Num(orNaN(l.Success, l.Success.Max)), PessP99: Num(orNaN(l.Pessimistic, l.Pessimistic.P99)),
+			Reasons: slices.Clone(r.Run.Validity.Reasons),
+		}
+		if ir.Reasons == nil {
+			ir.Reasons = []string{}
+		}
+		if l.Duration <= 0 {
+			ir.Goodput = Num(math.NaN())
+		}
+		out = append(out, ir)
+	}
+	return out
 }
 
 // CampaignInfo identifies the campaign and the statistics settings.
@@ -453,6 +510,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 	var sweepWarnings []string
 	a.Sweeps, sweepWarnings = sweepResults(ds, a)
 	a.Warnings = append(a.Warnings, sweepWarnings...)
+	a.Imported = importedRuns(ds)
 	return a
 }
 

@@ -24,7 +24,12 @@ type dataset struct {
 	Campaign artifacts.Campaign
 	// Runs in plan order (by Index); planned runs without run.json are
 	// left out and warned about.
-	Runs     []*runData
+	Runs []*runData
+	// Imported are the runs outside the plan whose run.json is marked
+	// imported (artifacts.Run.Imported, e.g. `prequalbench k6 import`),
+	// by directory: only their run.json is read, and they never enter
+	// the statistics.
+	Imported []*runData
 	Warnings []string
 }
 
@@ -113,17 +118,59 @@ func load(dir string) (*dataset, error) {
 		}
 		ds.Runs = append(ds.Runs, rd)
 	}
-	// Run directories outside the plan are reported, not silently used.
+	// Run directories outside the plan are imported runs, listed apart,
+	// or reported, not silently used. os.ReadDir sorts by name.
 	entries, err := os.ReadDir(filepath.Join(dir, artifacts.RunsDir))
 	if err == nil {
 		for _, e := range entries {
 			rel := filepath.Join(artifacts.RunsDir, e.Name())
-			if e.IsDir() && !inPlan[rel] {
-				ds.Warnings = append(ds.Warnings, fmt.Sprintf("run directory %s is not in the campaign plan and was ignored", rel))
+			if !e.IsDir() || inPlan[rel] {
+				continue
 			}
+			rd, err := loadImported(dir, rel)
+			if err != nil {
+				return nil, err
+			}
+			if rd == nil {
+				ds.Warnings = append(ds.Warnings, fmt.Sprintf("run directory %s is not in the campaign plan and was ignored", rel))
+				continue
+			}
+			ds.Imported = append(ds.Imported, rd)
 		}
 	}
 	return ds, nil
+}
+
+// legacyK6ResetDetail marked k6 imports written before Run.Imported
+// (campaign/k6.ResetDetail).
+const legacyK6ResetDetail = "imported from k6: reset unknown"
+
+// loadImported reads the run.json of a directory outside the plan and
+// returns it when it is an imported run (artifacts.Run.Imported, or the
+// first k6 imports' reset detail); nil, nil for anything else. Only
+// run.json is read: an import has no histograms, series or snapshots.
+func loadImported(dir, rel string) (*runData, error) {
+	runPath := filepath.Join(dir, rel, artifacts.RunFile)
+	b, err := os.ReadFile(runPath)
+	if err != nil {
+		return nil, nil // no run.json: not an import
+	}
+	var r artifacts.Run
+	if json.Unmarshal(b, &r) != nil {
+		return nil, nil
+	}
+	if r.Imported == "" && r.ResetDetail == legacyK6ResetDetail {
+		r.Imported = artifacts.ImportedK6
+	}
+	if r.Imported == "" {
+		return nil, nil
+	}
+	if r.Status != artifacts.StatusOK {
+		return nil, badInput("reports: %s: imported run with status %q, want %q", runPath, r.Status, artifacts.StatusOK)
+	}
+	// Whatever the file says, an import is not a measurement.
+	r.Validity.Valid = false
+	return &runData{Run: r, Dir: filepath.ToSlash(rel)}, nil
 }
 
 // loadRun reads one planned run; it returns nil, nil when run.json is absent.

@@ -172,7 +172,17 @@ type Run struct {
 	// host or the load generator (schema v2; absent in v1 artifacts, where
 	// it reads as invalid with no reasons: check the schema version).
 	Validity Validity `json:"validity"`
+	// Imported names the tool whose numbers the run holds (ImportedK6)
+	// when this tool did not measure it: such a run has only run.json (no
+	// histogram files, series or snapshots), lies outside the plan (index
+	// 0), is never valid, and a report lists it apart, never in its
+	// statistics. Empty for a measured run.
+	Imported string `json:"imported,omitempty"`
 }
+
+// ImportedK6 is Run.Imported for a run imported from a k6 summary
+// (`prequalbench k6 import`).
+const ImportedK6 = "k6"
 
 // Validity is the run's own check of its measurement. Reasons are short
 // human sentences, e.g. "host idle below 10% for 7 s of the window" or

@@ -108,13 +108,15 @@ func num(v any) float64 {
 	return f
 }
 
-// ResetDetail marks an imported run.json; a report lists such runs,
-// outside the campaign's plan, among the invalid ones.
+// ResetDetail is an imported run's reset detail: nothing is known of
+// the reset before k6's run. Imports written before Run.Imported existed
+// are recognised by it.
 const ResetDetail = "imported from k6: reset unknown"
 
-// Run wraps an import as a run.json: status ok, never valid, the
-// approximations as the validity's reasons, so a report never takes an
-// imported run's estimates for a measurement. Its directory,
+// Run wraps an import as a run.json: status ok, marked imported
+// (artifacts.ImportedK6), never valid, the approximations as the
+// validity's reasons, so a report lists it in its own section and never
+// takes its estimates for a measurement. Its directory,
 // runs/k6-ALGORITHM, is outside any campaign's plan (index 0), so it
 // never takes a planned run's place.
 func Run(algorithm string, l artifacts.LoadResult, reasons []string) artifacts.Run {
@@ -122,6 +124,7 @@ func Run(algorithm string, l artifacts.LoadResult, reasons []string) artifacts.R
 		PlannedRun: artifacts.PlannedRun{Algorithm: algorithm, Dir: path.Join(artifacts.RunsDir, "k6-"+slug(algorithm))},
 		Status:     artifacts.StatusOK, ResetDetail: ResetDetail, Load: l,
 		Validity: artifacts.Validity{Valid: false, Reasons: reasons},
+		Imported: artifacts.ImportedK6,
 	}
 }
 

@@ -249,7 +249,7 @@ func TestImportFixture(t *testing.T) {
 		t.Errorf("percentiles: success %+v, all %+v", l.Success, l.Pessimistic)
 	}
 	run := Run("prequal", l, reasons)
-	if run.Validity.Valid || len(run.Validity.Reasons) != len(Approximations)+1 {
+	if run.Validity.Valid || len(run.Validity.Reasons) != len(Approximations)+1 || run.Imported != artifacts.ImportedK6 || run.Index != 0 {
 		t.Errorf("run %+v", run)
 	}
 	joined := strings.Join(reasons, "\n")

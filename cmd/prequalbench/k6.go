@@ -133,7 +133,7 @@ refused.`,
 	c.Flags().StringVar(&algorithm, "algorithm", "", "what ran under the k6 load (an algorithm name, or any label)")
 	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario, for the measured window's length and the load model")
 	c.Flags().Float64Var(&scale, "duration-scale", 1, "the --duration-scale the script was exported with")
-	c.Flags().StringVar(&out, "out", "", "write runs/k6-ALGORITHM/run.json under this directory, e.g. a campaign's, whose report then lists it as an invalid imported run (default: print it)")
+	c.Flags().StringVar(&out, "out", "", "write runs/k6-ALGORITHM/run.json under this directory, e.g. a campaign's, whose report then lists it in its own section of k6 estimates, outside every statistic (default: print it)")
 	_ = c.MarkFlagRequired("algorithm")
 	return c
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/reports/reportstest"
 )
 
 func TestK6ExportAndImport(t *testing.T) {
@@ -76,5 +78,53 @@ func TestK6ImportScenarioAndScale(t *testing.T) {
 	}
 	if r := read(dir); r.Load.Model != "closed" || r.Load.Users != 30 || r.Load.Duration != 9600*time.Millisecond {
 		t.Errorf("c1-small-cpu: model %s, users %d, window %v; want closed, 30, 9.6s", r.Load.Model, r.Load.Users, r.Load.Duration)
+	}
+}
+
+// End to end: the committed k6 fixture imported into a campaign
+// directory shows in `prequalbench report` as its own clearly labelled
+// section (estimates, coordinated omission), the headline is the
+// measured runs' alone, and `report --check` holds.
+func TestK6ImportIntoReport(t *testing.T) {
+	dir := campaignDir(t, reportstest.Default(4))
+	if code, out := runCLI(t, "report", dir); code != 0 {
+		t.Fatal(out)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, artifacts.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture := filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json")
+	scen := filepath.Join("..", "..", "campaign", "k6", "testdata", "scenario.yaml")
+	if code, out := runCLI(t, "k6", "import", fixture, "--algorithm", "nginx-rr", "--scenario", scen, "--out", dir); code != 0 {
+		t.Fatal(out)
+	}
+	if code, out := runCLI(t, "report", dir, "--check"); code != 1 {
+		t.Errorf("check after the import, before a rebuild: exit %d, want 1 (the report lacks the import)\n%s", code, out)
+	}
+	if code, out := runCLI(t, "report", dir); code != 0 {
+		t.Fatal(out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, artifacts.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	i := strings.Index(md, "## Imported runs (k6 estimates")
+	if i < 0 {
+		t.Fatalf("no imported-runs section:\n%s", md)
+	}
+	section := md[i:]
+	section = section[:strings.Index(section, "## Plots")]
+	for _, want := range []string{"estimates", "coordinated omission is not corrected", "| nginx-rr", "198.8", "3 iterations dropped"} {
+		if !strings.Contains(section, want) {
+			t.Errorf("section lacks %q:\n%s", want, section)
+		}
+	}
+	if head := md[:i]; strings.Contains(head, "nginx-rr") || head != string(before[:i]) {
+		t.Errorf("the import reached the report before its section")
+	}
+	if code, out := runCLI(t, "report", dir, "--check"); code != 0 {
+		t.Errorf("report --check: exit %d\n%s", code, out)
 	}
 }

@@ -49,6 +49,9 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		driver, drivesItsLoad = r.env.(env.LoadDriver)
 		churning              *churn
 	)
+	if c, ok := r.env.(env.LoadChooser); ok && drivesItsLoad && !c.DrivesLoad() {
+		drivesItsLoad = false // handed back: the load goes from here
+	}
 	scaler, err := churnScaler(r.s, r.env)
 	if err != nil {
 		return err

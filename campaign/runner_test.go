@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
+	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 )
@@ -277,5 +278,46 @@ func TestRun_SequentialOrderWarns(t *testing.T) {
 	}
 	if !strings.Contains(warn.String(), "not interleaved") {
 		t.Errorf("warnings = %q", warn.String())
+	}
+}
+
+// choosyEnv is a LoadDriver that may hand the load back (in-cluster
+// generators on a cluster that forbids them).
+type choosyEnv struct {
+	*fakeEnv
+	drives bool
+	ran    int
+}
+
+func (c *choosyEnv) DrivesLoad() bool { return c.drives }
+func (c *choosyEnv) RunLoad(context.Context, load.Config) (*load.Result, error) {
+	c.ran++
+	return nil, errors.New("choosyEnv: RunLoad called")
+}
+
+// An env that hands the load back (DrivesLoad false) gets it from the
+// runner's own engine, sent to its LoadTargets; one that keeps it gets
+// RunLoad.
+func TestRun_LoadChooserHandsTheLoadBack(t *testing.T) {
+	ce := &choosyEnv{fakeEnv: newFakeEnv(t)}
+	opts := Options{Scenario: tinyScenario(t), OutDir: t.TempDir(), Now: fixedNow,
+		Env: func(string, *scenario.Scenario, uint64) (env.Environment, error) { return ce, nil }}
+	res, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce.ran != 0 {
+		t.Errorf("RunLoad called %d times after the env handed the load back", ce.ran)
+	}
+	for _, r := range res.Runs {
+		if r.Status != artifacts.StatusOK || r.Load.Sent == 0 {
+			t.Errorf("run %d: %s %s, sent %d", r.Index, r.Status, r.Error, r.Load.Sent)
+		}
+	}
+	ce = &choosyEnv{fakeEnv: newFakeEnv(t), drives: true}
+	opts.OutDir = t.TempDir()
+	res, _ = Run(context.Background(), opts)
+	if ce.ran == 0 || len(res.Runs) == 0 || res.Runs[0].Status != artifacts.StatusFailed {
+		t.Errorf("a driving env's RunLoad was not used (%d calls)", ce.ran)
 	}
 }

@@ -397,6 +397,11 @@ func analyze(ds *dataset, o Options) *Analysis {
 	if c.Finished.IsZero() {
 		a.Warnings = append(a.Warnings, "the campaign has no finish time: it is unfinished or was interrupted")
 	}
+	if l := c.Environment.Load; l != nil {
+		for _, w := range l.Warnings {
+			a.Warnings = append(a.Warnings, "load path: "+w)
+		}
+	}
 	var issues []runIssue
 	byAlg := map[string][]*runData{}
 	perRun := map[*runData]runMetrics{}

@@ -156,16 +156,23 @@ func writeHeader(w io.Writer, ds *dataset) {
 	}
 	// The description is printed under the title; the cell keeps the name
 	// so the table stays narrow.
-	mdTable(w, []string{"", ""}, [][]string{
+	rows := [][]string{
 		{"Scenario", c.Scenario},
 		{"Schema", fmt.Sprintf("v%d", ds.schema())},
 		{"Environment", env},
+	}
+	if e.Load != nil {
+		// Older artifacts have no load path: their report keeps its rows.
+		rows = append(rows, []string{"Load", e.Load.Describe()})
+	}
+	rows = append(rows, [][]string{
 		{"Host", host},
 		{"Versions", versions},
 		{"Git revision", rev},
 		{"Seed", fmt.Sprintf("%d", c.Seed)},
 		{"Dates", dates},
-	})
+	}...)
+	mdTable(w, []string{"", ""}, rows)
 	if strings.TrimSpace(c.ScenarioYAML) != "" {
 		fence := "```"
 		for strings.Contains(c.ScenarioYAML, fence) {

@@ -135,6 +135,67 @@ type Environment struct {
 	// rebuild from a dirty tree is told apart from the original.
 	IngressSHA256 string `json:"ingress_sha256,omitempty"`
 	BackendSHA256 string `json:"backend_sha256,omitempty"`
+	// Load says how the load reached the ingress; nil in artifacts that
+	// predate it and for the simulator (no network).
+	Load *LoadPath `json:"load,omitempty"`
+}
+
+// Load paths (LoadPath.Path).
+const (
+	// LoadFromCLI: the campaign's own process sent the load, from the
+	// machine it runs on.
+	LoadFromCLI = "cli"
+	// LoadFromGenerators: generator Jobs inside the cluster sent it.
+	LoadFromGenerators = "generators"
+)
+
+// LoadPath is how a campaign's load reached the ingress.
+type LoadPath struct {
+	// Path is LoadFromCLI or LoadFromGenerators.
+	Path string `json:"path"`
+	// Generators is the number of generator Jobs (LoadFromGenerators).
+	Generators int `json:"generators,omitempty"`
+	// URLs are the base URLs the load was sent to: the ingress Service's
+	// in-cluster URL for generators; from the CLI machine the published
+	// NodePort, LoadBalancer or --proxy-url address, or the loopback
+	// replicas.
+	URLs []string `json:"urls,omitempty"`
+	// Via says how those URLs reach the ingress ("kind's NodePort
+	// published on 127.0.0.1", "LoadBalancer Service ...", ...).
+	Via string `json:"via,omitempty"`
+	// Warnings say what departs from the path asked for, e.g. in-cluster
+	// generators forbidden by RBAC and the CLI machine used instead.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Kind is the path in a word, for comparisons: "cli" or "generators:N";
+// empty for a nil path.
+func (l *LoadPath) Kind() string {
+	switch {
+	case l == nil:
+		return ""
+	case l.Path == LoadFromGenerators:
+		return fmt.Sprintf("%s:%d", l.Path, l.Generators)
+	}
+	return l.Path
+}
+
+// Describe is the path in a sentence, for reports and progress lines.
+func (l *LoadPath) Describe() string {
+	if l == nil {
+		return ""
+	}
+	var s string
+	switch l.Path {
+	case LoadFromGenerators:
+		s = fmt.Sprintf("from %d in-cluster generator Job(s) to %s", l.Generators, strings.Join(l.URLs, ", "))
+	default:
+		s = "from the machine running the campaign to " + strings.Join(l.URLs, ", ")
+	}
+	if l.Via != "" {
+		s += " (" + l.Via + ")"
+	}
+	return s
 }
 
 // PlannedRun is one entry of the interleaved plan.

@@ -40,6 +40,7 @@ func FactDifferences(a, b Environment) []string {
 		{"git_dirty", a.GitDirty, b.GitDirty},
 		{"ingress_sha256", a.IngressSHA256, b.IngressSHA256},
 		{"backend_sha256", a.BackendSHA256, b.BackendSHA256},
+		{"load", a.Load.Kind(), b.Load.Kind()},
 	}
 	var diffs []string
 	for _, f := range facts {

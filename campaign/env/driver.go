@@ -18,6 +18,14 @@ type LoadDriver interface {
 	RunLoad(ctx context.Context, cfg load.Config) (*load.Result, error)
 }
 
+// LoadChooser is implemented by a LoadDriver that may hand the load back
+// to the runner's engine (in-cluster generators on a cluster that does
+// not allow them): the runner calls RunLoad only while DrivesLoad
+// reports true, and asks after Setup.
+type LoadChooser interface {
+	DrivesLoad() bool
+}
+
 // PIDs are the operating-system processes of an environment that runs on
 // this host, for CPU accounting.
 type PIDs struct {

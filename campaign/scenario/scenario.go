@@ -129,6 +129,35 @@ type Load struct {
 	// overloaded open loop opens a connection for every overdue send, and
 	// the connection storm, not the policy, decides the outcome.
 	MaxConnections int `json:"maxConnections,omitempty"`
+	// Generators is where the load comes from on a cluster (kind, kube):
+	// N >= 1 sends it from N generator Jobs inside the cluster to the
+	// ingress Service, their accounting merged exactly; 0 sends it from
+	// the machine running the campaign, through the published NodePort,
+	// a LoadBalancer or --proxy-url. Unset: 1 on kind, 0 on kube (see
+	// GeneratorsFor); --generators overrides it. Other environments send
+	// the load from the campaign's machine whatever it says.
+	Generators *int `json:"generators,omitempty"`
+}
+
+// MaxGenerators bounds load.generators and --generators.
+const MaxGenerators = 1000
+
+// GeneratorsFor is the number of in-cluster generator Jobs a campaign on
+// environment envName runs with: load.generators when set, else 1 on
+// kind (its node runs beside the CLI, and the load then starts inside
+// the cluster as on a real one) and 0 elsewhere (kube: from the CLI's
+// machine unless asked; local, external and sim have no cluster).
+func (l Load) GeneratorsFor(envName string) int {
+	if envName != "kind" && envName != "kube" {
+		return 0
+	}
+	if l.Generators != nil {
+		return *l.Generators
+	}
+	if envName == "kind" {
+		return 1
+	}
+	return 0
 }
 
 // Phase kinds.

@@ -87,6 +87,9 @@ func TestParse_ErrorsNameTheField(t *testing.T) {
 			"workload.routes[0].backends[0].probeFault", "allowed: none, timeout, 500, malformed, stale_timestamp"},
 		{"bad name", strings.Replace(minimal, "name: tiny", "name: Tiny Scenario", 1), "name", "lower-case"},
 		{"negative connection cap", minimal + "  maxConnections: -1\n", "load.maxConnections", ">= 0"},
+		{"negative generators", minimal + "  generators: -1\n", "load.generators", "want 0 (load from the campaign's machine) to 1000"},
+		{"too many generators", minimal + "  generators: 1001\n", "load.generators", "to 1000 in-cluster generator Jobs"},
+		{"fractional generators", minimal + "  generators: 1.5\n", "load.generators", "whole number"},
 		{"timeout beyond the histogram", minimal + "  timeout: 45s\n", "load.timeout", "want at most 30s"},
 		{"negative latency memory", minimal + "ingress:\n  policy:\n    latencyMemory: -1s\n", "ingress.policy.latencyMemory", ""},
 	}
@@ -217,4 +220,38 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse accepted an invalid scenario")
 		}
 	})
+}
+
+// load.generators: unset is 1 on kind and 0 on kube; set, it is taken on
+// both; the other environments have no cluster and send from the CLI.
+func TestLoad_GeneratorsFor(t *testing.T) {
+	s, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env, want := range map[string]int{"kind": 1, "kube": 0, "local": 0, "external": 0, "sim": 0} {
+		if got := s.Load.GeneratorsFor(env); got != want {
+			t.Errorf("unset, %s: %d, want %d", env, got, want)
+		}
+	}
+	s, err = Parse([]byte(minimal + "  generators: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env, want := range map[string]int{"kind": 4, "kube": 4, "local": 0} {
+		if got := s.Load.GeneratorsFor(env); got != want {
+			t.Errorf("generators 4, %s: %d, want %d", env, got, want)
+		}
+	}
+	s, err = Parse([]byte(minimal + "  generators: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Load.GeneratorsFor("kind"); got != 0 {
+		t.Errorf("generators 0 on kind: %d, want 0 (from the CLI's machine)", got)
+	}
+	b, err := Marshal(s)
+	if err != nil || !strings.Contains(string(b), "generators: 0") {
+		t.Errorf("an explicit 0 is not kept in the resolved YAML (%v):\n%s", err, b)
+	}
 }

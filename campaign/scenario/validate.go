@@ -292,6 +292,9 @@ func (v *validator) load(l *Load) {
 	if l.Connections < 0 {
 		v.add("load.connections", "got %d, want >= 0 (0 = automatic)", l.Connections)
 	}
+	if g := l.Generators; g != nil && (*g < 0 || *g > MaxGenerators) {
+		v.add("load.generators", "got %d, want 0 (load from the campaign's machine) to %d in-cluster generator Jobs (kind and kube)", *g, MaxGenerators)
+	}
 }
 
 func (v *validator) phase(f string, p *Phase) {

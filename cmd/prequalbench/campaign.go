@@ -65,8 +65,11 @@ type campaignRunFlags struct {
 	serviceType  string
 	// external env: its config file
 	external string
-	// kind and kube envs: in-cluster load generator Jobs
-	generators int
+	// kind and kube envs: in-cluster load generator Jobs; generatorsSet
+	// when --generators was given (else the scenario's load.generators).
+	generators    int
+	generatorsSet bool
+	generatorLead time.Duration
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -127,7 +130,8 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl.StringSliceVar(&f.proxyURLs, "proxy-url", nil, "kube env: the ingress's address for the load, http://HOST:PORT (default: the LoadBalancer address, else the proxy NodePort on the ingress pods' nodes); admin calls and resets use port-forwarding")
 	fl.StringVar(&f.serviceType, "service-type", "NodePort", "kube env: NodePort, or LoadBalancer to also publish the proxy port through a LoadBalancer Service")
 	fl.StringVar(&f.external, "external", "", "external env: config file naming the ingress URL(s), the setAlgorithm and reset hooks and the backends (see examples/external/)")
-	fl.IntVar(&f.generators, "generators", 0, "kind and kube envs: send the load from this many generator Jobs inside the cluster to the ingress Service, merged exactly (0: from this machine through the published or forwarded proxy port)")
+	fl.IntVar(&f.generators, "generators", 0, "kind and kube envs: send the load from this many generator Jobs inside the cluster to the ingress Service, merged exactly; 0: from this machine through the published NodePort, LoadBalancer or --proxy-url (default: the scenario's load.generators, else 1 on kind and 0 on kube)")
+	fl.DurationVar(&f.generatorLead, "generator-lead", 0, "kind and kube envs: time from creating the generator Jobs to their common start, for scheduling and image pulls (default 30s)")
 	return c
 }
 
@@ -230,6 +234,14 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 		return badInput(fmt.Errorf("--env: got %q, allowed: %s", f.env, strings.Join(envNames(), ", ")))
 	}
 	opts := campaign.Options{OutDir: f.out, Warn: cmd.ErrOrStderr()}
+	f.generatorsSet = cmd.Flags().Changed("generators")
+	if cluster := f.env == "kind" || f.env == "kube"; !cluster {
+		for _, name := range []string{"generators", "generator-lead"} {
+			if cmd.Flags().Changed(name) {
+				return badInput(fmt.Errorf("--%s: only with --env kind or kube (the %s environment sends the load from this machine)", name, f.env))
+			}
+		}
+	}
 	if f.resume != "" {
 		for _, name := range []string{"scenario", "algorithms", "sweep", "reps", "seed", "duration-scale", "ingress-replicas", "reset", "order"} {
 			if cmd.Flags().Changed(name) {
@@ -256,6 +268,9 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			return badInput(fmt.Errorf("scenario %s: the churn block scales backend processes or Deployments; --env sim cannot, run it with --env local, kind or kube", s.Name))
 		}
 		opts.Scenario = s
+		if g := s.Load.Generators; g != nil && *g > 0 && f.env != "kind" && f.env != "kube" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: scenario %s: load.generators (%d) applies to --env kind and kube; the %s environment sends the load from this machine\n", s.Name, *g, f.env)
+		}
 		// Said before hours of runs, not after: reps too few for any verdict.
 		if w := reports.RepsWarning(len(s.Protocol.Algorithms), s.Protocol.Reference, s.Protocol.Reps, reports.DefaultAlpha); w != "" {
 			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)

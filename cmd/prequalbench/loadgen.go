@@ -87,8 +87,9 @@ func runShard(cmd *cobra.Command, s loadgen.Spec) (*load.Result, error) {
 }
 
 // init wraps the kind and kube environments (registered by cluster.go,
-// whose init runs first) so --generators N sends the load from N
-// generator Jobs inside the cluster.
+// whose init runs first) so their load comes from generator Jobs inside
+// the cluster: --generators N, else the scenario's load.generators, else
+// 1 on kind and 0 (from this machine) on kube.
 func init() {
 	for _, name := range []string{"kind", "kube"} {
 		mk := campaignEnvs[name]
@@ -96,24 +97,40 @@ func init() {
 			continue
 		}
 		campaignEnvs[name] = func(ctx context.Context, f *campaignRunFlags, msg io.Writer) (campaign.EnvFactory, error) {
-			if f.generators < 0 || f.generators > 1000 {
-				return nil, badInput(fmt.Errorf("--generators: got %d, want 0 to 1000", f.generators))
+			if f.generators < 0 || f.generators > scenario.MaxGenerators {
+				return nil, badInput(fmt.Errorf("--generators: got %d, want 0 to %d", f.generators, scenario.MaxGenerators))
+			}
+			if f.generatorLead != 0 && (f.generatorLead < time.Second || f.generatorLead > 30*time.Minute) {
+				return nil, badInput(fmt.Errorf("--generator-lead: got %v, want 1s to 30m", f.generatorLead))
 			}
 			factory, err := mk(ctx, f, msg)
-			if err != nil || f.generators == 0 {
-				return factory, err
+			if err != nil {
+				return nil, err
 			}
 			return func(dir string, s *scenario.Scenario, seed uint64) (env.Environment, error) {
 				e, err := factory(dir, s, seed)
 				if err != nil {
 					return e, err
 				}
+				n := generatorCount(name, f, s)
+				if n == 0 {
+					return e, nil
+				}
 				k, ok := e.(*kube.Env)
 				if !ok {
 					return e, fmt.Errorf("--generators: the %s environment is not a cluster environment", name)
 				}
-				return k.InClusterLoad(f.generators), nil
+				return k.InClusterLoad(n, f.generatorLead), nil
 			}, nil
 		}
 	}
+}
+
+// generatorCount is the number of generator Jobs a campaign on envName
+// runs with: --generators when given, else the scenario's.
+func generatorCount(envName string, f *campaignRunFlags, s *scenario.Scenario) int {
+	if f.generatorsSet {
+		return f.generators
+	}
+	return s.Load.GeneratorsFor(envName)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -255,6 +256,13 @@ func (e *Env) Facts() artifacts.Environment {
 	f.Name = Name
 	f.IngressReplicas = 1
 	f.Topology = e.topology()
+	var urls []string
+	for _, a := range e.opts.Scenario.Protocol.Algorithms {
+		if u := e.proxyOf(a); !slices.Contains(urls, u) {
+			urls = append(urls, u)
+		}
+	}
+	f.Load = &artifacts.LoadPath{Path: artifacts.LoadFromCLI, URLs: urls, Via: "the external config's proxy URLs"}
 	return f
 }
 

@@ -90,6 +90,9 @@ func (f *PortForward) forward(ctx context.Context, p corev1.Pod, port int) (stri
 	return addr, nil
 }
 
+// Via says how the proxy URLs reach the ingress.
+func (f *PortForward) Via() string { return "client-go port-forward to each ingress pod" }
+
 // Ingress forwards the proxy and admin ports of every ingress pod.
 func (f *PortForward) Ingress(ctx context.Context, pods []corev1.Pod) (proxy, admin []string, err error) {
 	for _, p := range pods {
@@ -132,6 +135,11 @@ type NodePorts struct {
 
 var _ Access = (*NodePorts)(nil)
 
+// Via says how the proxy URL reaches the ingress.
+func (n *NodePorts) Via() string {
+	return fmt.Sprintf("kind's proxy NodePort %d published on 127.0.0.1", manifests.ProxyNodePort)
+}
+
 // Ingress returns the published proxy URL and the admin URL(s).
 func (n *NodePorts) Ingress(ctx context.Context, pods []corev1.Pod) (proxy, admin []string, err error) {
 	proxy = []string{fmt.Sprintf("http://127.0.0.1:%d", manifests.ProxyNodePort)}
@@ -166,15 +174,20 @@ type ServiceAddress struct {
 	URLs    []string
 	Kube    kubernetes.Interface
 	Forward *PortForward
+
+	via string
 }
 
 var _ Access = (*ServiceAddress)(nil)
 
+// Via says how the proxy URLs reach the ingress, as of the last Ingress.
+func (s *ServiceAddress) Via() string { return s.via }
+
 // Ingress returns the proxy URLs and one forwarded admin URL per pod.
 func (s *ServiceAddress) Ingress(ctx context.Context, pods []corev1.Pod) (proxy, admin []string, err error) {
-	proxy = s.URLs
+	proxy, s.via = s.URLs, "--proxy-url"
 	if len(proxy) == 0 {
-		if proxy, err = s.detect(ctx, pods); err != nil {
+		if proxy, s.via, err = s.detect(ctx, pods); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -190,24 +203,24 @@ func (s *ServiceAddress) Ingress(ctx context.Context, pods []corev1.Pod) (proxy,
 
 // detect polls the Services until one publishes an address (a cloud
 // LoadBalancer takes a while to get one) or ctx ends.
-func (s *ServiceAddress) detect(ctx context.Context, pods []corev1.Pod) ([]string, error) {
+func (s *ServiceAddress) detect(ctx context.Context, pods []corev1.Pod) ([]string, string, error) {
 	for {
-		urls, err := s.detectOnce(ctx, pods)
+		urls, via, err := s.detectOnce(ctx, pods)
 		if err == nil {
-			return urls, nil
+			return urls, via, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kube: proxy address: %w (or pass --proxy-url)", err)
+			return nil, "", fmt.Errorf("kube: proxy address: %w (or pass --proxy-url)", err)
 		case <-time.After(2 * time.Second):
 		}
 	}
 }
 
-func (s *ServiceAddress) detectOnce(ctx context.Context, pods []corev1.Pod) ([]string, error) {
+func (s *ServiceAddress) detectOnce(ctx context.Context, pods []corev1.Pod) ([]string, string, error) {
 	svcs, err := s.Kube.CoreV1().Services(manifests.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: manifests.LabelName + "=" + manifests.IngressName})
 	if err != nil {
-		return nil, fmt.Errorf("list the ingress Services: %w", err)
+		return nil, "", fmt.Errorf("list the ingress Services: %w", err)
 	}
 	nodes := map[string]*corev1.Node{}
 	for _, p := range pods {
@@ -216,7 +229,7 @@ func (s *ServiceAddress) detectOnce(ctx context.Context, pods []corev1.Pod) ([]s
 		}
 		n, err := s.Kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("node %s of pod %s: %w", p.Spec.NodeName, p.Name, err)
+			return nil, "", fmt.Errorf("node %s of pod %s: %w", p.Spec.NodeName, p.Name, err)
 		}
 		nodes[n.Name] = n
 	}
@@ -236,8 +249,8 @@ func (s *ServiceAddress) Close() error { return s.Forward.Close() }
 // port if one has it; else the proxy NodePort on the address of every
 // node that runs an ingress pod (the NodePort Service keeps traffic on the
 // node it enters, so only those nodes answer), preferring a node's
-// ExternalIP to its InternalIP.
-func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev1.Node) ([]string, error) {
+// ExternalIP to its InternalIP. via says which, for the run's facts.
+func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev1.Node) (urls []string, via string, err error) {
 	proxyPort := func(svc corev1.Service) (port, nodePort int32) {
 		for _, p := range svc.Spec.Ports {
 			if p.Name == "proxy" {
@@ -262,7 +275,8 @@ func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev
 				host = in.Hostname
 			}
 			if host != "" {
-				return []string{"http://" + net.JoinHostPort(host, strconv.Itoa(int(port)))}, nil
+				return []string{"http://" + net.JoinHostPort(host, strconv.Itoa(int(port)))},
+					fmt.Sprintf("LoadBalancer Service %s/%s", manifests.SystemNamespace, svc.Name), nil
 			}
 		}
 		pendingLB = svc.Name
@@ -270,7 +284,7 @@ func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev
 	// A LoadBalancer Service was asked for: wait for its address rather
 	// than fall back to node addresses the user may not reach.
 	if pendingLB != "" {
-		return nil, fmt.Errorf("service %s/%s has no LoadBalancer address yet", manifests.SystemNamespace, pendingLB)
+		return nil, "", fmt.Errorf("service %s/%s has no LoadBalancer address yet", manifests.SystemNamespace, pendingLB)
 	}
 	for _, svc := range svcs {
 		if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
@@ -281,7 +295,7 @@ func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev
 			continue
 		}
 		seen := map[string]bool{}
-		var urls []string
+		urls = nil
 		for _, p := range pods {
 			n := nodes[p.Spec.NodeName]
 			if n == nil {
@@ -296,10 +310,10 @@ func ProxyURLs(svcs []corev1.Service, pods []corev1.Pod, nodes map[string]*corev
 		}
 		if len(urls) > 0 {
 			sort.Strings(urls)
-			return urls, nil
+			return urls, fmt.Sprintf("NodePort %d of Service %s/%s on the nodes running an ingress pod", nodePort, manifests.SystemNamespace, svc.Name), nil
 		}
 	}
-	return nil, fmt.Errorf("no LoadBalancer address and no node address with the proxy NodePort among %d Services of the ingress", len(svcs))
+	return nil, "", fmt.Errorf("no LoadBalancer address and no node address with the proxy NodePort among %d Services of the ingress", len(svcs))
 }
 
 func nodeAddress(n *corev1.Node) string {

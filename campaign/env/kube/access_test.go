@@ -49,23 +49,27 @@ func TestProxyURLs(t *testing.T) {
 		name    string
 		svcs    []corev1.Service
 		want    []string
+		wantVia string
 		wantErr string
 	}{
-		{"NodePort on the ingress pods' nodes, ExternalIP first", []corev1.Service{nodePortSvc()}, []string{"http://203.0.113.1:31080", "http://[fd00::2]:31080"}, ""},
-		{"LoadBalancer IP", []corev1.Service{nodePortSvc(), lbSvc(corev1.LoadBalancerIngress{IP: "198.51.100.7"})}, []string{"http://198.51.100.7:8080"}, ""},
-		{"LoadBalancer hostname", []corev1.Service{lbSvc(corev1.LoadBalancerIngress{Hostname: "lb.example.com"}), nodePortSvc()}, []string{"http://lb.example.com:8080"}, ""},
-		{"LoadBalancer pending", []corev1.Service{nodePortSvc(), lbSvc()}, nil, "has no LoadBalancer address yet"},
-		{"ClusterIP only", []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "proxy", Port: 8080}}}}}, nil, "no LoadBalancer address and no node address"},
+		{"NodePort on the ingress pods' nodes, ExternalIP first", []corev1.Service{nodePortSvc()}, []string{"http://203.0.113.1:31080", "http://[fd00::2]:31080"},
+			"NodePort 31080 of Service prequalbench-system/prequal-ingress on the nodes running an ingress pod", ""},
+		{"LoadBalancer IP", []corev1.Service{nodePortSvc(), lbSvc(corev1.LoadBalancerIngress{IP: "198.51.100.7"})}, []string{"http://198.51.100.7:8080"},
+			"LoadBalancer Service prequalbench-system/" + manifests.LoadBalancerServiceName, ""},
+		{"LoadBalancer hostname", []corev1.Service{lbSvc(corev1.LoadBalancerIngress{Hostname: "lb.example.com"}), nodePortSvc()}, []string{"http://lb.example.com:8080"},
+			"LoadBalancer Service prequalbench-system/" + manifests.LoadBalancerServiceName, ""},
+		{"LoadBalancer pending", []corev1.Service{nodePortSvc(), lbSvc()}, nil, "", "has no LoadBalancer address yet"},
+		{"ClusterIP only", []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "proxy", Port: 8080}}}}}, nil, "", "no LoadBalancer address and no node address"},
 	} {
-		got, err := ProxyURLs(c.svcs, pods, nodes)
+		got, via, err := ProxyURLs(c.svcs, pods, nodes)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Errorf("%s: %v, %v; want error %q", c.name, got, err, c.wantErr)
 			}
 			continue
 		}
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("%s: %v, %v; want %v", c.name, got, err, c.want)
+		if err != nil || !slices.Equal(got, c.want) || via != c.wantVia {
+			t.Errorf("%s: %v (%q), %v; want %v (%q)", c.name, got, via, err, c.want, c.wantVia)
 		}
 	}
 }
@@ -116,7 +120,7 @@ func TestServiceAddressOnRealAPIServer(t *testing.T) {
 	}
 	pods := []corev1.Pod{podOn("ingress-0", "lb-node")}
 	sa := &ServiceAddress{Kube: k}
-	if urls, err := sa.detectOnce(ctx, pods); err == nil || !strings.Contains(err.Error(), "no LoadBalancer address yet") {
+	if urls, _, err := sa.detectOnce(ctx, pods); err == nil || !strings.Contains(err.Error(), "no LoadBalancer address yet") {
 		t.Errorf("pending LoadBalancer: %v, %v", urls, err)
 	}
 	lb, err := k.CoreV1().Services(manifests.SystemNamespace).Get(ctx, manifests.LoadBalancerServiceName, metav1.GetOptions{})
@@ -130,15 +134,15 @@ func TestServiceAddressOnRealAPIServer(t *testing.T) {
 	if _, err := k.CoreV1().Services(manifests.SystemNamespace).UpdateStatus(ctx, lb, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if urls, err := sa.detectOnce(ctx, pods); err != nil || !slices.Equal(urls, []string{"http://198.51.100.9:8080"}) {
-		t.Errorf("LoadBalancer with an address: %v, %v", urls, err)
+	if urls, via, err := sa.detectOnce(ctx, pods); err != nil || !slices.Equal(urls, []string{"http://198.51.100.9:8080"}) || !strings.HasPrefix(via, "LoadBalancer Service") {
+		t.Errorf("LoadBalancer with an address: %v (%s), %v", urls, via, err)
 	}
 	// Without the LoadBalancer Service: the NodePort on the pod's node.
 	if err := k.CoreV1().Services(manifests.SystemNamespace).Delete(ctx, manifests.LoadBalancerServiceName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if urls, err := sa.detectOnce(ctx, pods); err != nil || !slices.Equal(urls, []string{"http://10.9.0.1:31080"}) {
-		t.Errorf("NodePort: %v, %v", urls, err)
+	if urls, via, err := sa.detectOnce(ctx, pods); err != nil || !slices.Equal(urls, []string{"http://10.9.0.1:31080"}) || !strings.HasPrefix(via, "NodePort 31080") {
+		t.Errorf("NodePort: %v (%s), %v", urls, via, err)
 	}
 }
 

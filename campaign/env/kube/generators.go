@@ -16,6 +16,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign/loadgen"
 	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/manifests"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -35,8 +36,9 @@ type Generators struct {
 	// keep their paths, queries and Host headers.
 	ProxyURL string
 	// Lead is the time from creating the Jobs to the common start, for
-	// scheduling and image pulls; default 30s. A pod that starts later
-	// than a second after it fails its shard rather than skew the seconds.
+	// scheduling and image pulls; default DefaultLead (--generator-lead).
+	// A pod that starts later than a second after it fails its shard
+	// rather than skew the seconds.
 	Lead time.Duration
 	// Logs opens a pod's log; default the API server's pods/log.
 	Logs func(ctx context.Context, namespace, pod string) (io.ReadCloser, error)
@@ -56,7 +58,7 @@ type Generators struct {
 
 func (g *Generators) defaults() {
 	if g.Lead <= 0 {
-		g.Lead = 30 * time.Second
+		g.Lead = DefaultLead
 	}
 	if g.Poll <= 0 {
 		g.Poll = time.Second
@@ -203,6 +205,9 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	return load.Merge(parts)
 }
 
+// DefaultLead is Generators.Lead's default.
+const DefaultLead = 30 * time.Second
+
 // DefaultStartGrace is Generators.StartGrace's default.
 const DefaultStartGrace = 15 * time.Second
 
@@ -289,37 +294,117 @@ func (g *Generators) waitPods(ctx context.Context, run string, start, deadline t
 }
 
 // WithGenerators is a kube Env whose load comes from in-cluster
-// generator Jobs instead of this machine (env.LoadDriver).
+// generator Jobs instead of this machine (env.LoadDriver). Setup checks
+// that this client may run them (SelfSubjectAccessReview: create and
+// delete Jobs, list pods, read pod logs in the workload namespace); where
+// it may not, the load falls back to this machine, through the Env's
+// proxy address, and the facts and the report say so.
 type WithGenerators struct {
 	*Env
 	Gen *Generators
+
+	// fallback is why the generators are not used ("" when they are).
+	fallback string
 }
 
-var _ env.LoadDriver = (*WithGenerators)(nil)
+var (
+	_ env.LoadDriver  = (*WithGenerators)(nil)
+	_ env.LoadChooser = (*WithGenerators)(nil)
+)
+
+// Setup sets the Env up, then checks the generators are allowed.
+func (w *WithGenerators) Setup(ctx context.Context) error {
+	if err := w.Env.Setup(ctx); err != nil {
+		return err
+	}
+	w.chooseLoad(ctx)
+	return nil
+}
+
+// chooseLoad keeps the generators if this client may run them, else
+// falls back to the Env's path from this machine and says why.
+func (w *WithGenerators) chooseLoad(ctx context.Context) {
+	denied, err := w.Gen.CheckAccess(ctx)
+	switch {
+	case err != nil:
+		w.fallback = fmt.Sprintf("in-cluster generators (%d) not used: their access could not be checked (%v)", w.Gen.Count, err)
+	case len(denied) > 0:
+		w.fallback = fmt.Sprintf("in-cluster generators (%d) not allowed in namespace %s (RBAC denies %s)", w.Gen.Count, w.Gen.Namespace, strings.Join(denied, ", "))
+	default:
+		w.fallback = ""
+		return
+	}
+	w.fallback += "; the load came from the machine running the campaign instead"
+	if w.opts.Client != nil && w.opts.Client.Progress != nil {
+		w.opts.Client.Progress("warning: " + w.fallback + ": " + strings.Join(w.proxies, ", "))
+	}
+}
+
+// DrivesLoad reports whether the generators carry the load; false after
+// a Setup that found them forbidden (the runner's engine then sends it
+// from this machine).
+func (w *WithGenerators) DrivesLoad() bool { return w.fallback == "" }
 
 // RunLoad runs cfg through the generators.
 func (w *WithGenerators) RunLoad(ctx context.Context, cfg load.Config) (*load.Result, error) {
 	return w.Gen.Run(ctx, cfg)
 }
 
-// Facts says the load came from N generator pods.
+// Facts say the load came from N generator pods to the ingress Service,
+// or, after a fallback, from this machine, with the reason.
 func (w *WithGenerators) Facts() artifacts.Environment {
 	f := w.Env.Facts()
-	note := fmt.Sprintf("load from %d in-cluster generator pods (Jobs) to %s", w.Gen.Count, w.Gen.ProxyURL)
-	if f.Topology == "" {
-		f.Topology = note
-	} else {
-		f.Topology += "; " + note
+	if w.fallback != "" {
+		f.Load.Warnings = append(f.Load.Warnings, w.fallback)
+		return f
+	}
+	f.Load = &artifacts.LoadPath{
+		Path: artifacts.LoadFromGenerators, Generators: w.Gen.Count, URLs: []string{w.Gen.ProxyURL},
+		Via: fmt.Sprintf("the ingress Service from Jobs in namespace %s", w.Gen.Namespace),
 	}
 	return f
 }
 
+// generatorAccess is what the generator path does with the API, all in
+// the workload namespace.
+var generatorAccess = []authorizationv1.ResourceAttributes{
+	{Group: "batch", Resource: "jobs", Verb: "create"},
+	{Group: "batch", Resource: "jobs", Verb: "delete"},
+	{Resource: "pods", Verb: "list"},
+	{Resource: "pods", Subresource: "log", Verb: "get"},
+}
+
+// CheckAccess asks the API server, one SelfSubjectAccessReview each,
+// whether this client may do what the generators need, and returns what
+// is denied ("create jobs", "get pods/log", ...).
+func (g *Generators) CheckAccess(ctx context.Context) ([]string, error) {
+	var denied []string
+	for _, a := range generatorAccess {
+		a.Namespace = g.Namespace
+		r, err := g.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("kube: generators: access review: %w", err)
+		}
+		if !r.Status.Allowed {
+			what := a.Resource
+			if a.Subresource != "" {
+				what += "/" + a.Subresource
+			}
+			denied = append(denied, a.Verb+" "+what)
+		}
+	}
+	return denied, nil
+}
+
 // InClusterLoad returns e with its load sent by n generator Jobs in the
 // workload namespace, running the ingress image (the project's binary),
-// to the ingress Service's proxy port.
-func (e *Env) InClusterLoad(n int) *WithGenerators {
+// to the ingress Service's proxy port, starting lead after their
+// creation (0: the default, 30s).
+func (e *Env) InClusterLoad(n int, lead time.Duration) *WithGenerators {
 	return &WithGenerators{Env: e, Gen: &Generators{
-		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n,
+		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n, Lead: lead,
 		ProxyURL: fmt.Sprintf("http://%s.%s.svc:%d", manifests.IngressName, manifests.SystemNamespace, manifests.ProxyPort),
 	}}
 }

@@ -59,6 +59,7 @@ type Env struct {
 	ns          string
 	admins      []*adminapi.Client
 	proxies     []string
+	via         string
 	backends    []artifacts.Backend
 	backendPods []corev1.Pod
 	algorithm   string
@@ -118,6 +119,9 @@ func (e *Env) connect(ctx context.Context) error {
 		p(fmt.Sprintf("load goes to %s; admin calls to %d ingress replicas", strings.Join(proxy, ", "), len(admin)))
 	}
 	e.proxies = proxy
+	if v, ok := e.opts.Access.(interface{ Via() string }); ok {
+		e.via = v.Via()
+	}
 	e.admins = e.admins[:0]
 	for _, a := range admin {
 		e.admins = append(e.admins, adminapi.NewClient(a, e.opts.Deploy.AdminToken))
@@ -351,6 +355,7 @@ func (e *Env) Facts() artifacts.Environment {
 	f.Name = e.opts.Name
 	f.Topology = string(e.opts.Deploy.Topology)
 	f.IngressReplicas = len(e.admins)
+	f.Load = &artifacts.LoadPath{Path: artifacts.LoadFromCLI, URLs: append([]string(nil), e.proxies...), Via: e.via}
 	return f
 }
 

@@ -471,6 +471,11 @@ func (e *Env) Facts() artifacts.Environment {
 	f.IngressReplicas = e.opts.Scenario.Ingress.Replicas
 	f.IngressSHA256 = fileSHA256(e.opts.IngressBin)
 	f.BackendSHA256 = fileSHA256(e.opts.BackendBin)
+	var urls []string
+	for _, in := range e.ingresses {
+		urls = append(urls, "http://"+in.proxy)
+	}
+	f.Load = &artifacts.LoadPath{Path: artifacts.LoadFromCLI, URLs: urls, Via: "loopback, spread over the ingress replicas"}
 	return f
 }
 

@@ -61,7 +61,8 @@ func (r CompareResult) Summary() string {
 }
 
 // Compare compares the campaign in newDir against the one in oldDir (same
-// scenario), writes newDir/COMPARE.md and reports whether any gated metric
+// scenario and environment; another topology or load path is noted),
+// writes newDir/COMPARE.md and reports whether any gated metric
 // regressed: a latency (p50, p99, p99.9) worse by more than the threshold
 // with p < alpha, throughput lower by more than the threshold with
 // p < alpha, or an error rate above old × (1 + threshold) and at least
@@ -89,7 +90,14 @@ func Compare(newDir, oldDir string, opts Options) (CompareResult, error) {
 		return res, badInput("reports: compare: %s ran scenario %q but %s ran %q: only campaigns of the same scenario compare",
 			newDir, nds.Campaign.Scenario, oldDir, ods.Campaign.Scenario)
 	}
+	ne, oe := nds.Campaign.Environment, ods.Campaign.Environment
+	if ne.Name != "" && oe.Name != "" && ne.Name != oe.Name {
+		return res, badInput("reports: compare: %s ran in environment %q but %s ran in %q: only campaigns of the same environment compare "+
+			"(loopback processes, a kind cluster, a real cluster and an external ingress measure different systems); "+
+			"compare against a baseline from environment %q", newDir, ne.Name, oldDir, oe.Name, ne.Name)
+	}
 	changes, notes := compareDatasets(nds, ods, o)
+	notes = append(environmentNotes(ne, oe), notes...)
 	for _, c := range changes {
 		res.Regressed = res.Regressed || c.Regressed
 		if c.Gated {
@@ -108,6 +116,35 @@ func Compare(newDir, oldDir string, opts Options) (CompareResult, error) {
 		return res, fmt.Errorf("reports: compare: %w", err)
 	}
 	return res, nil
+}
+
+// environmentNotes says how two campaigns of the same environment still
+// ran differently: another topology, or another load path (generators
+// inside the cluster skip the hop from the campaign's machine that the
+// CLI path's latencies include).
+func environmentNotes(ne, oe artifacts.Environment) []string {
+	var notes []string
+	if ne.Topology != oe.Topology {
+		notes = append(notes, fmt.Sprintf("the topologies differ (new %s, baseline %s): read the comparison with care", orNone(ne.Topology), orNone(oe.Topology)))
+	}
+	switch nk, ok := ne.Load.Kind(), oe.Load.Kind(); {
+	case nk == ok:
+	case nk == "" || ok == "":
+		notes = append(notes, fmt.Sprintf("only one campaign records its load path (new %s, baseline %s): they may have sent the load differently",
+			orNone(ne.Load.Describe()), orNone(oe.Load.Describe())))
+	default:
+		notes = append(notes, fmt.Sprintf("the load paths differ: new %s; baseline %s. In-cluster generators skip the hop from the campaign's machine "+
+			"(NodePort, LoadBalancer, port-forward) that the other path's latencies include, and their number changes how the load is spread: "+
+			"differences may come from the path, not the ingress", ne.Load.Describe(), oe.Load.Describe()))
+	}
+	return notes
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none recorded"
+	}
+	return s
 }
 
 // okValues returns each algorithm's per-run values of every metric over

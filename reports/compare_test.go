@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/reports"
 	"github.com/prequalbench/prequalbench/reports/reportstest"
 )
@@ -122,4 +123,57 @@ func TestCompare_TooFewRunsSayCannotDetect(t *testing.T) {
 	if !strings.Contains(md, "cannot detect (3 vs 3 runs") || !strings.Contains(md, "**Verdict: cannot detect a regression**") {
 		t.Errorf("COMPARE.md:\n%s", md)
 	}
+}
+
+// A baseline from another environment is refused, naming both (the
+// nightly's kind campaign against the local baseline compared loopback
+// processes with a cluster); the same environment on another topology or
+// load path compares, with a note saying so.
+func TestCompare_EnvironmentMustMatch(t *testing.T) {
+	old := fixture(t, reportstest.Default(4))
+	cur := fixture(t, regressedSpec(4))
+	setEnvironment(t, cur, func(e *artifacts.Environment) { e.Name = "kind"; e.Topology = "e-b" })
+	_, err := reports.Compare(cur, old, reports.Options{})
+	if err == nil || !reports.IsBadInput(err) || !strings.Contains(err.Error(), `environment "kind"`) || !strings.Contains(err.Error(), `ran in "local"`) {
+		t.Fatalf("kind against a local baseline: %v, want bad input naming both environments", err)
+	}
+	if _, err := os.Stat(filepath.Join(cur, reports.CompareFile)); err == nil {
+		t.Error("a refused comparison wrote COMPARE.md")
+	}
+
+	setEnvironment(t, old, func(e *artifacts.Environment) {
+		e.Name, e.Topology = "kind", "e-a"
+		e.Load = &artifacts.LoadPath{Path: artifacts.LoadFromCLI, URLs: []string{"http://127.0.0.1:31080"}, Via: "kind's proxy NodePort 31080 published on 127.0.0.1"}
+	})
+	setEnvironment(t, cur, func(e *artifacts.Environment) {
+		e.Load = &artifacts.LoadPath{Path: artifacts.LoadFromGenerators, Generators: 1, URLs: []string{"http://prequal-ingress.prequalbench-system.svc:8080"}}
+	})
+	if _, err := reports.Compare(cur, old, reports.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(cur, reports.CompareFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	for _, want := range []string{
+		"- the topologies differ (new e-b, baseline e-a)",
+		"- the load paths differ: new from 1 in-cluster generator Job(s) to http://prequal-ingress.prequalbench-system.svc:8080; baseline from the machine running the campaign to http://127.0.0.1:31080",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("COMPARE.md lacks %q:\n%s", want, md)
+		}
+	}
+	// Same environment, topology and path: no such note.
+	setEnvironment(t, cur, func(e *artifacts.Environment) { e.Topology, e.Load = "e-a", old2load() })
+	if _, err := reports.Compare(cur, old, reports.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cur, reports.CompareFile)); strings.Contains(string(b), "differ (new") || strings.Contains(string(b), "load paths differ") {
+		t.Errorf("notes for campaigns that ran alike:\n%s", b)
+	}
+}
+
+func old2load() *artifacts.LoadPath {
+	return &artifacts.LoadPath{Path: artifacts.LoadFromCLI, URLs: []string{"http://127.0.0.1:31080"}}
 }

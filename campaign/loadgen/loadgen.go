@@ -55,14 +55,24 @@ type Target struct {
 
 // NewSpec is shard of shards of cfg, starting at start. Callbacks and
 // the client are not carried; the shard keeps its per-second histograms.
-// The bounds on workers and connections are cfg's totals, split between
-// the shards (each offers its share of the load): N generators open the
-// connections one would, not N times as many.
+// The bounds on workers and connections are cfg's totals (a 0 is the
+// engine's default, load.DefaultMaxWorkers and DefaultConnections, not
+// each shard's), split between the shards (each offers its share of the
+// load): N generators run the workers and open the connections one
+// would, not N times as many. CheckSplit says whether the bounds split
+// at all; a shard's idle-connection pool gets at least 1.
 func NewSpec(cfg load.Config, shard, shards int, start time.Time) Spec {
+	workers, idle := cfg.MaxWorkers, cfg.Connections
+	if shards > 1 && workers <= 0 {
+		workers = load.DefaultMaxWorkers
+	}
+	if shards > 1 && idle <= 0 {
+		idle = load.DefaultConnections
+	}
 	s := Spec{
 		StartAt: start.UTC(), Shard: shard, Shards: shards, Open: cfg.Open,
 		Users: cfg.Users, Duration: cfg.Duration, ThinkTime: cfg.ThinkTime, Timeout: cfg.Timeout,
-		MaxWorkers: share(cfg.MaxWorkers, shard, shards), Connections: share(cfg.Connections, shard, shards),
+		MaxWorkers: share(workers, shard, shards), Connections: max(share(idle, shard, shards), min(idle, 1)),
 		MaxConnections: share(cfg.MaxConnections, shard, shards),
 		Seed:           cfg.Seed, Warmup: cfg.Warmup, WarmupRate: cfg.WarmupRate,
 	}
@@ -73,7 +83,7 @@ func NewSpec(cfg load.Config, shard, shards int, start time.Time) Spec {
 }
 
 // share is shard's part of total split over shards (the first total %
-// shards get one more), at least 1; 0 (the default) stays 0.
+// shards get one more), so the parts add up to total; 0 (none) stays 0.
 func share(total, shard, shards int) int {
 	if total <= 0 || shards <= 1 {
 		return total
@@ -82,7 +92,33 @@ func share(total, shard, shards int) int {
 	if shard < total%shards {
 		n++
 	}
-	return max(n, 1)
+	return n
+}
+
+// CheckSplit reports whether cfg's bounds split over shards generators:
+// each needs at least one worker and, under a connection cap, one
+// connection, and a cap (or a worker bound) smaller than the number of
+// generators would give some none, or, rounded up to one each, a merged
+// bound above the run's.
+func CheckSplit(cfg load.Config, shards int) error {
+	if shards <= 1 {
+		return nil
+	}
+	workers := cfg.MaxWorkers
+	if workers <= 0 {
+		workers = load.DefaultMaxWorkers
+	}
+	var errs []error
+	if workers < shards {
+		errs = append(errs, fmt.Errorf("%d generators cannot split %d load workers (load.maxWorkers): use at most %d generators", shards, workers, workers))
+	}
+	if c := cfg.MaxConnections; c > 0 && c < shards {
+		errs = append(errs, fmt.Errorf("%d generators cannot split a cap of %d connections (load.maxConnections, or the one sized from the peak rate and timeout): use at most %d generators or a larger cap", shards, c, c))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("loadgen: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // Config is the load.Config of s.

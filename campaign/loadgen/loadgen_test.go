@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func TestNewSpecSplitsTheBounds(t *testing.T) {
 		name  string
 		got   []int
 		total int
-	}{{"max workers", workers, 10}, {"connections", conns, 4}, {"max connections", maxConns, 7}} {
+	}{{"max workers", workers, 10}, {"connections", conns, 4}, {"max connections", maxConns, 7}} { // idle connections: at least 1 each
 		sum := 0
 		for _, n := range c.got {
 			sum += n
@@ -96,7 +97,42 @@ func TestNewSpecSplitsTheBounds(t *testing.T) {
 			t.Errorf("%s: shards get %v (sum %d), want a total of %d", c.name, c.got, sum, c.total)
 		}
 	}
-	if s := NewSpec(load.Config{}, 1, 4, time.Time{}); s.MaxWorkers != 0 || s.Connections != 0 || s.MaxConnections != 0 {
-		t.Errorf("defaults (0) became %+v", s)
+	// The engine's defaults are the run's totals, not each shard's: 4
+	// generators with MaxWorkers 0 ran 4 x 10 000 workers.
+	workers, conns = nil, nil
+	for i := range 4 {
+		s := NewSpec(load.Config{}, i, 4, time.Time{})
+		workers, conns = append(workers, s.MaxWorkers), append(conns, s.Connections)
+		if s.MaxConnections != 0 {
+			t.Errorf("no cap became %d", s.MaxConnections)
+		}
+	}
+	if !slices.Equal(workers, []int{2500, 2500, 2500, 2500}) || !slices.Equal(conns, []int{2500, 2500, 2500, 2500}) {
+		t.Errorf("defaults split into workers %v, idle connections %v; want 4 x 2500 of the 10 000 each", workers, conns)
+	}
+	if s := NewSpec(load.Config{}, 0, 1, time.Time{}); s.MaxWorkers != 0 || s.Connections != 0 {
+		t.Errorf("one generator's defaults became %+v", s)
+	}
+}
+
+// More generators than connections under the cap (or than workers)
+// cannot split the bound without giving some none or, at one each,
+// exceeding it: refused, naming the field.
+func TestCheckSplit(t *testing.T) {
+	for _, c := range []struct {
+		cfg    load.Config
+		shards int
+		want   string
+	}{
+		{load.Config{MaxConnections: 4}, 4, ""},
+		{load.Config{MaxConnections: 4}, 5, "cannot split a cap of 4 connections (load.maxConnections"},
+		{load.Config{MaxWorkers: 3}, 4, "cannot split 3 load workers (load.maxWorkers)"},
+		{load.Config{}, 1000, ""},
+		{load.Config{MaxConnections: 1}, 1, ""},
+	} {
+		err := CheckSplit(c.cfg, c.shards)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v over %d: %v, want %q", c.cfg, c.shards, err, c.want)
+		}
 	}
 }

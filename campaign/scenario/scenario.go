@@ -10,8 +10,11 @@
 package scenario
 
 import (
+	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/prequalbench/prequalbench/campaign/load"
 )
 
 // Scenario is one benchmark scenario.
@@ -141,6 +144,27 @@ type Load struct {
 
 // MaxGenerators bounds load.generators and --generators.
 const MaxGenerators = 1000
+
+// CheckGenerators says whether the load's bounds split over n generator
+// Jobs: each needs at least one of the load workers (load.maxWorkers, or
+// the engine's default) and one connection under the connection cap
+// (ConnectionCap), or the merged bound would exceed the run's.
+func (l Load) CheckGenerators(n int) error {
+	if n <= 1 {
+		return nil
+	}
+	workers := l.MaxWorkers
+	if workers <= 0 {
+		workers = load.DefaultMaxWorkers
+	}
+	if n > workers {
+		return fmt.Errorf("%d generators cannot split %d load workers (load.maxWorkers): use at most %d", n, workers, workers)
+	}
+	if c := l.ConnectionCap(); n > c {
+		return fmt.Errorf("%d generators cannot split the cap of %d connections (load.maxConnections, or sized from the peak rate and timeout): use at most %d generators or raise load.maxConnections", n, c, c)
+	}
+	return nil
+}
 
 // GeneratorsFor is the number of in-cluster generator Jobs a campaign on
 // environment envName runs with: load.generators when set, else 1 on

@@ -90,6 +90,8 @@ func TestParse_ErrorsNameTheField(t *testing.T) {
 		{"negative generators", minimal + "  generators: -1\n", "load.generators", "want 0 (load from the campaign's machine) to 1000"},
 		{"too many generators", minimal + "  generators: 1001\n", "load.generators", "to 1000 in-cluster generator Jobs"},
 		{"fractional generators", minimal + "  generators: 1.5\n", "load.generators", "whole number"},
+		{"generators above the connection cap", minimal + "  maxConnections: 8\n  generators: 9\n", "load.generators", "cannot split the cap of 8 connections"},
+		{"generators above the workers", minimal + "  maxWorkers: 2\n  generators: 3\n", "load.generators", "cannot split 2 load workers (load.maxWorkers)"},
 		{"timeout beyond the histogram", minimal + "  timeout: 45s\n", "load.timeout", "want at most 30s"},
 		{"negative latency memory", minimal + "ingress:\n  policy:\n    latencyMemory: -1s\n", "ingress.policy.latencyMemory", ""},
 	}

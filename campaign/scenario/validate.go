@@ -294,6 +294,10 @@ func (v *validator) load(l *Load) {
 	}
 	if g := l.Generators; g != nil && (*g < 0 || *g > MaxGenerators) {
 		v.add("load.generators", "got %d, want 0 (load from the campaign's machine) to %d in-cluster generator Jobs (kind and kube)", *g, MaxGenerators)
+	} else if g != nil {
+		if err := l.CheckGenerators(*g); err != nil {
+			v.add("load.generators", "%v", err)
+		}
 	}
 }
 

@@ -268,6 +268,11 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			return badInput(fmt.Errorf("scenario %s: the churn block scales backend processes or Deployments; --env sim cannot, run it with --env local, kind or kube", s.Name))
 		}
 		opts.Scenario = s
+		if f.generatorsSet && (f.env == "kind" || f.env == "kube") {
+			if err := s.Load.CheckGenerators(f.generators); err != nil {
+				return badInput(fmt.Errorf("--generators: %w", err))
+			}
+		}
 		if g := s.Load.Generators; g != nil && *g > 0 && f.env != "kind" && f.env != "kube" {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: scenario %s: load.generators (%d) applies to --env kind and kube; the %s environment sends the load from this machine\n", s.Name, *g, f.env)
 		}

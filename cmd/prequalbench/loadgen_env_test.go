@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +62,27 @@ func TestGeneratorsFlagsOnlyOnClusters(t *testing.T) {
 	f := campaignRunFlags{serviceType: "NodePort", generatorLead: time.Millisecond}
 	if _, err := campaignEnvs["kube"](context.Background(), &f, io.Discard); err == nil || !strings.Contains(err.Error(), "--generator-lead") {
 		t.Errorf("--generator-lead 1ms: %v", err)
+	}
+}
+
+// --generators above the scenario's connection cap is refused before
+// anything runs, naming the flag.
+func TestGeneratorsFlagAboveTheCap(t *testing.T) {
+	s, err := scenario.Lookup("quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Load.MaxConnections = 8
+	b, err := scenario.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "capped.yaml")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCLI(t, "campaign", "run", "--env", "kube", "--scenario", p, "--generators", "9", "--out", t.TempDir())
+	if code != 2 || !strings.Contains(out, "--generators: 9 generators cannot split the cap of 8 connections") {
+		t.Errorf("exit %d\n%s", code, out)
 	}
 }

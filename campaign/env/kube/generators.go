@@ -46,6 +46,11 @@ type Generators struct {
 	Poll time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// ConnectionCap is the run's total connection cap (the scenario's
+	// load.ConnectionCap) when known; 0 multiplies the runner's
+	// per-address cap back by its addresses, which its rounding up per
+	// address may leave above the total.
+	ConnectionCap int
 	// StartGrace is how long after the common start a generator pod may
 	// still not be running before its shard counts as lost (default
 	// DefaultStartGrace): the generator refuses to start more than a
@@ -95,6 +100,35 @@ func inCluster(ts []load.Target, base string) ([]load.Target, error) {
 	return out, nil
 }
 
+// shards is cfg as the cluster sees it (every target the Service, the
+// run's total connection cap) and its split into one Spec per generator,
+// all starting at start; an error when the bounds do not split.
+func (g *Generators) shards(cfg load.Config, start time.Time) (load.Config, []loadgen.Spec, error) {
+	if cfg.MaxConnections > 0 {
+		// The cap is per address, and in the cluster every target is the
+		// one Service address: keep the total the runner meant, exactly
+		// when known (the runner rounded it up per address).
+		if g.ConnectionCap > 0 {
+			cfg.MaxConnections = g.ConnectionCap
+		} else {
+			cfg.MaxConnections *= max(load.DistinctAddrs(cfg.Targets), 1)
+		}
+	}
+	if err := loadgen.CheckSplit(cfg, g.Count); err != nil {
+		return cfg, nil, fmt.Errorf("kube: generators: %w", err)
+	}
+	targets, err := inCluster(cfg.Targets, g.ProxyURL)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.Targets = targets
+	var specs []loadgen.Spec
+	for i := range g.Count {
+		specs = append(specs, loadgen.NewSpec(cfg, i, g.Count, start))
+	}
+	return cfg, specs, nil
+}
+
 // Run creates the Jobs, calls the window's boundary callbacks on this
 // machine's clock at the common start's warmup and window ends, waits
 // for every generator pod, reads and merges their reports and deletes
@@ -104,26 +138,16 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	if g.Count < 1 {
 		return nil, errors.New("kube: generators: count must be >= 1")
 	}
-	if cfg.MaxConnections > 0 {
-		// The cap is per address, and in the cluster every target is the
-		// one Service address: keep the total the runner meant.
-		cfg.MaxConnections *= max(load.DistinctAddrs(cfg.Targets), 1)
-	}
-	targets, err := inCluster(cfg.Targets, g.ProxyURL)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Targets = targets
 	g.runs++
 	run := fmt.Sprintf("%d-%d", g.Now().Unix()%100000, g.runs)
 	start := g.Now().Add(g.Lead)
+	cfg, specs, err := g.shards(cfg, start)
+	if err != nil {
+		return nil, err
+	}
 	timeout := cfg.Timeout
 	if timeout == 0 {
 		timeout = load.DefaultTimeout
-	}
-	var specs []loadgen.Spec
-	for i := range g.Count {
-		specs = append(specs, loadgen.NewSpec(cfg, i, g.Count, start))
 	}
 	jobs, err := deploy.LoadgenJobs(deploy.LoadgenOptions{
 		Namespace: g.Namespace, Image: g.Image, Run: run, Specs: specs,
@@ -405,6 +429,7 @@ func (g *Generators) CheckAccess(ctx context.Context) ([]string, error) {
 func (e *Env) InClusterLoad(n int, lead time.Duration) *WithGenerators {
 	return &WithGenerators{Env: e, Gen: &Generators{
 		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n, Lead: lead,
-		ProxyURL: fmt.Sprintf("http://%s.%s.svc:%d", manifests.IngressName, manifests.SystemNamespace, manifests.ProxyPort),
+		ConnectionCap: e.opts.Scenario.Load.ConnectionCap(),
+		ProxyURL:      fmt.Sprintf("http://%s.%s.svc:%d", manifests.IngressName, manifests.SystemNamespace, manifests.ProxyPort),
 	}}
 }

@@ -253,3 +253,37 @@ func TestGeneratorsFailFast(t *testing.T) {
 		t.Errorf("run without pods: %v, want the lost shards", err)
 	}
 }
+
+// The generators split the run's exact total connection cap (the runner
+// rounds it up per address: a total of 10 over 3 addresses is 4 each,
+// which multiplied back read 12) and the engine's default worker bound
+// (0 gave every shard the whole 10 000); more generators than the cap
+// allows connections are refused before any Job is created.
+func TestGenerators_SplitTheRunsBounds(t *testing.T) {
+	cfg := load.Config{
+		Targets: []load.Target{{URL: "http://127.0.0.1:1/work"}, {URL: "http://127.0.0.2:1/work"}, {URL: "http://127.0.0.3:1/work"}},
+		Open:    []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: time.Second}}, MaxConnections: 4,
+	}
+	g := &Generators{Count: 4, ProxyURL: "http://svc:8080", ConnectionCap: 10}
+	_, specs, err := g.shards(cfg, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, workers := 0, 0
+	for _, s := range specs {
+		conns += s.MaxConnections
+		workers += s.MaxWorkers
+	}
+	if conns != 10 || workers != load.DefaultMaxWorkers {
+		t.Errorf("the shards' caps add up to %d connections and %d workers, want 10 and %d", conns, workers, load.DefaultMaxWorkers)
+	}
+
+	k := fake.NewClientset()
+	g = &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 11, ProxyURL: "http://svc:8080", ConnectionCap: 10}
+	if _, err := g.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "cannot split a cap of 10 connections") {
+		t.Errorf("11 generators under a cap of 10: %v", err)
+	}
+	if jobs, _ := k.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{}); len(jobs.Items) != 0 {
+		t.Errorf("%d Jobs created for a refused run", len(jobs.Items))
+	}
+}

@@ -207,7 +207,7 @@ func Export(w io.Writer, s *scenario.Scenario, baseURL string) error {
 	}
 	timeout := s.Load.Timeout.Std()
 	var b strings.Builder
-	fmt.Fprintf(&b, "// k6 script written by `prequalbench k6 export` for scenario %s.\n", s.Name)
+	fmt.Fprintf(&b, "// k6 script written by `prequalbench campaign export --k6` for scenario %s.\n", s.Name)
 	b.WriteString("// Run: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS:PORT script.js\n")
 	fmt.Fprintf(&b, "// then: prequalbench k6 import summary.json --algorithm LABEL --scenario %s\n", s.Name)
 	b.WriteString("// (with the --duration-scale this script was exported with, if any). k6 times\n")

@@ -47,7 +47,7 @@ func Import(r io.Reader, s *scenario.Scenario) (artifacts.LoadResult, []string, 
 	win := "{phase:" + PhaseWindow + "}"
 	reqs, ok := sum.Metrics["http_reqs"+win]
 	if !ok {
-		return artifacts.LoadResult{}, nil, errors.New("k6: the summary has no http_reqs{phase:window}: was the script written by `prequalbench k6 export` and run with --summary-export?")
+		return artifacts.LoadResult{}, nil, errors.New("k6: the summary has no http_reqs{phase:window}: was the script written by `prequalbench campaign export --k6` (or `k6 export`) and run with --summary-export?")
 	}
 	reasons := append([]string(nil), Approximations...)
 	ran := time.Duration(sum.State.TestRunDurationMs * float64(time.Millisecond))

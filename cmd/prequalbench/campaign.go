@@ -77,7 +77,7 @@ func newCampaignCommand() *cobra.Command {
 		Use:   "campaign",
 		Short: "Run benchmark campaigns and browse the scenario catalogue",
 	}
-	c.AddCommand(newCampaignRunCommand(), newCampaignListCommand(), newCampaignShowCommand())
+	c.AddCommand(newCampaignRunCommand(), newCampaignListCommand(), newCampaignShowCommand(), newCampaignExportCommand())
 	return c
 }
 

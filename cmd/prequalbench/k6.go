@@ -27,38 +27,77 @@ func newK6Command() *cobra.Command {
 	return c
 }
 
-func newK6ExportCommand() *cobra.Command {
-	var base, out string
-	var scale float64
-	c := &cobra.Command{
-		Use:   "export SCENARIO",
-		Short: "Write a k6 script with the scenario's phases, routes, weights, Host headers and timeout",
-		Long: `Write a k6 script reproducing a scenario's load: the warmup and each open-loop
+// k6ExportLong is the help of both spellings of the export.
+const k6ExportLong = `Write a k6 script reproducing a scenario's load: the warmup and each open-loop
 phase as a k6 scenario (constant-arrival-rate, ramping-arrival-rate with
 instant jumps for steps and bursts; constant-vus for a closed loop), back to
 back, requests picked by route weight with the route's Host header. Run it
-with: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := lookupScaled(args[0], scale)
-			if err != nil {
-				return err
+with: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js
+and import the summary with: prequalbench k6 import summary.json --algorithm
+LABEL --scenario SCENARIO [--duration-scale F].`
+
+// k6ExportFlags are the export's flags, shared by both spellings.
+type k6ExportFlags struct {
+	base, out string
+	scale     float64
+}
+
+func (f *k6ExportFlags) bind(c *cobra.Command) {
+	c.Flags().StringVar(&f.base, "base-url", "http://127.0.0.1:31080", "default target of the script ($BASE_URL overrides it)")
+	c.Flags().StringVarP(&f.out, "output", "o", "-", "script file (- for stdout)")
+	c.Flags().Float64Var(&f.scale, "duration-scale", 1, "multiply every duration by this (give the import the same)")
+}
+
+// export writes the k6 script of scenario name.
+func (f *k6ExportFlags) export(cmd *cobra.Command, name string) error {
+	s, err := lookupScaled(name, f.scale)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if f.out != "" && f.out != "-" {
+		file, err := os.Create(f.out)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		w = file
+	}
+	return k6.Export(w, s, f.base)
+}
+
+func newK6ExportCommand() *cobra.Command {
+	var f k6ExportFlags
+	c := &cobra.Command{
+		Use:   "export SCENARIO",
+		Short: "Write a k6 script with the scenario's phases, routes, weights, Host headers and timeout (also: campaign export --k6)",
+		Long:  k6ExportLong,
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return f.export(cmd, args[0]) },
+	}
+	f.bind(c)
+	return c
+}
+
+// newCampaignExportCommand is `campaign export --k6 SCENARIO`, the
+// issue's spelling of `k6 export SCENARIO`.
+func newCampaignExportCommand() *cobra.Command {
+	var f k6ExportFlags
+	var scen string
+	c := &cobra.Command{
+		Use:   "export --k6 SCENARIO",
+		Short: "Export a scenario's load for another load generator: --k6 writes a k6 script (as `k6 export`)",
+		Long:  k6ExportLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scen == "" {
+				return badInput(errors.New("campaign export: --k6 SCENARIO is required (k6 is the one export format)"))
 			}
-			w := cmd.OutOrStdout()
-			if out != "" && out != "-" {
-				f, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
-			}
-			return k6.Export(w, s, base)
+			return f.export(cmd, scen)
 		},
 	}
-	c.Flags().StringVar(&base, "base-url", "http://127.0.0.1:31080", "default target of the script ($BASE_URL overrides it)")
-	c.Flags().StringVarP(&out, "output", "o", "-", "script file (- for stdout)")
-	c.Flags().Float64Var(&scale, "duration-scale", 1, "multiply every duration by this")
+	c.Flags().StringVar(&scen, "k6", "", "scenario (catalogue name or YAML file) to export as a k6 script")
+	f.bind(c)
 	return c
 }
 
@@ -68,8 +107,9 @@ func newK6ImportCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "import SUMMARY.json",
 		Short: "Read k6's --summary-export of an exported script into a run.json (never valid: k6 gives estimates)",
-		Long: `Read the --summary-export JSON of a script written by "k6 export" into this
-tool's run accounting (run.json). What k6's summary cannot carry is said in
+		Long: `Read the --summary-export JSON of a script written by "campaign export --k6"
+(or "k6 export") into this tool's run accounting (run.json). What k6's
+summary cannot carry is said in
 the run's validity reasons, and the run is never valid: percentiles are
 k6's trend estimates (no HDR histogram), latency runs from the actual send
 (coordinated omission not corrected), failures are not split by class.

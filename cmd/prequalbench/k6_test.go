@@ -128,3 +128,23 @@ func TestK6ImportIntoReport(t *testing.T) {
 		t.Errorf("report --check: exit %d\n%s", code, out)
 	}
 }
+
+// `campaign export --k6 SCENARIO` (the issue's spelling) writes the same
+// script as `k6 export SCENARIO`, flags included; without --k6 it says
+// what it needs.
+func TestCampaignExportK6(t *testing.T) {
+	code, a := runCLI(t, "campaign", "export", "--k6", "quickstart", "--duration-scale", "0.5", "--base-url", "http://127.0.0.1:9")
+	if code != 0 {
+		t.Fatal(a)
+	}
+	code, b := runCLI(t, "k6", "export", "quickstart", "--duration-scale", "0.5", "--base-url", "http://127.0.0.1:9")
+	if code != 0 {
+		t.Fatal(b)
+	}
+	if a != b || !strings.Contains(a, `"duration": "10000ms"`) {
+		t.Errorf("campaign export --k6 and k6 export differ, or the scale is lost:\n%s", a)
+	}
+	if code, out := runCLI(t, "campaign", "export"); code != 2 || !strings.Contains(out, "--k6 SCENARIO is required") {
+		t.Errorf("campaign export without --k6: exit %d\n%s", code, out)
+	}
+}

@@ -93,3 +93,29 @@ func TestImportedRuns_OwnSectionOnly(t *testing.T) {
 		t.Errorf("JSON export lacks the imported runs (%v)", err)
 	}
 }
+
+// An import put into the plan by hand (index 0, as the reviewer's
+// campaign had it) is still read from its run.json alone and listed with
+// the imported runs, with a warning, instead of failing on the missing
+// histogram.hdr.
+func TestImportedRuns_InThePlan(t *testing.T) {
+	dir := fixture(t, reportstest.Default(3))
+	writeImport(t, dir, "k6-nginx-rr", true)
+	p := filepath.Join(dir, artifacts.CampaignFile)
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(p, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Plan = append(c.Plan, artifacts.PlannedRun{Algorithm: "nginx-rr", Dir: "runs/k6-nginx-rr"})
+	if err := artifacts.WriteJSON(p, c); err != nil {
+		t.Fatal(err)
+	}
+	files, err := reports.Render(dir, reports.Options{})
+	if err != nil {
+		t.Fatalf("report with an import in the plan: %v", err)
+	}
+	md := string(files[artifacts.ReportFile])
+	if !strings.Contains(md, "## Imported runs") || !strings.Contains(md, "planned run runs/k6-nginx-rr was imported from k6, not measured") {
+		t.Errorf("no imported section or warning:\n%s", md)
+	}
+}

@@ -116,6 +116,12 @@ func load(dir string) (*dataset, error) {
 			ds.Warnings = append(ds.Warnings, fmt.Sprintf("planned run %s has no %s (campaign unfinished or interrupted)", p.Dir, artifacts.RunFile))
 			continue
 		}
+		if rd.Run.Imported != "" {
+			// Put in the plan by hand: still an import, not a measurement.
+			ds.Warnings = append(ds.Warnings, fmt.Sprintf("planned run %s was imported from %s, not measured: it is listed with the imported runs only", rd.Dir, rd.Run.Imported))
+			ds.Imported = append(ds.Imported, rd)
+			continue
+		}
 		ds.Runs = append(ds.Runs, rd)
 	}
 	// Run directories outside the plan are imported runs, listed apart,
@@ -145,6 +151,15 @@ func load(dir string) (*dataset, error) {
 // (campaign/k6.ResetDetail).
 const legacyK6ResetDetail = "imported from k6: reset unknown"
 
+// imported reports whether r was imported (Run.Imported, or the first
+// k6 imports' reset detail, which it then fills in).
+func imported(r *artifacts.Run) bool {
+	if r.Imported == "" && r.ResetDetail == legacyK6ResetDetail {
+		r.Imported = artifacts.ImportedK6
+	}
+	return r.Imported != ""
+}
+
 // loadImported reads the run.json of a directory outside the plan and
 // returns it when it is an imported run (artifacts.Run.Imported, or the
 // first k6 imports' reset detail); nil, nil for anything else. Only
@@ -156,13 +171,7 @@ func loadImported(dir, rel string) (*runData, error) {
 		return nil, nil // no run.json: not an import
 	}
 	var r artifacts.Run
-	if json.Unmarshal(b, &r) != nil {
-		return nil, nil
-	}
-	if r.Imported == "" && r.ResetDetail == legacyK6ResetDetail {
-		r.Imported = artifacts.ImportedK6
-	}
-	if r.Imported == "" {
+	if json.Unmarshal(b, &r) != nil || !imported(&r) {
 		return nil, nil
 	}
 	if r.Status != artifacts.StatusOK {
@@ -193,6 +202,10 @@ func loadRun(dir string, p artifacts.PlannedRun) (*runData, error) {
 	}
 	if rd.Run.Status != artifacts.StatusOK && rd.Run.Status != artifacts.StatusFailed {
 		return nil, badInput("reports: %s: field status %q, want %q or %q", runPath, rd.Run.Status, artifacts.StatusOK, artifacts.StatusFailed)
+	}
+	if imported(&rd.Run) {
+		rd.Run.Validity.Valid = false
+		return rd, nil // run.json only: no histogram, series or snapshots
 	}
 	if !rd.ok() {
 		return rd, nil

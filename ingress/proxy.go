@@ -78,7 +78,7 @@ func (i *Ingress) serve(ctx *fasthttp.RequestCtx) {
 	}
 	if !ok {
 		i.metrics.RejectedPaths.Inc()
-		writeText(ctx, fasthttp.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash or an encoded slash\n")
+		writeText(ctx, fasthttp.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash, an encoded slash or a #\n")
 		return
 	}
 	host := bytesString(req.Header.Host())
@@ -243,6 +243,11 @@ func connectionTokens(values [][]byte, drop func(name []byte)) {
 // X-Forwarded-* and X-Real-IP headers that name the client. The Host
 // header and the request target pass unchanged.
 func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
+	// The server parsed the target into a URI (decoded, normalized, the
+	// host lowercased), and a request with a parsed URI is written from
+	// it. Setting the target again, to itself, drops the parsed form, so
+	// the raw target and Host the client sent are written byte for byte.
+	ctx.Request.SetRequestURIBytes(ctx.Request.Header.RequestURI())
 	h := &ctx.Request.Header
 	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
 		connectionTokens(conn, h.DelBytes)

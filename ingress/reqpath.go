@@ -13,9 +13,13 @@ import (
 // resolving are accepted: no "." or ".." segment (encoded or not), no "//",
 // no backslash, and no encoded slash or backslash (%2F, %5C) that a backend
 // could decode into a separator. "/secret/..%2Fapp" would otherwise match
-// the /app route while the backend serves /secret. A path without escapes
-// costs no allocation.
+// the /app route while the backend serves /secret. Nor a "#": a backend
+// reads the path as ending there ("/admin#x" is /admin to it, but matches
+// the route of "/"). A path without escapes costs no allocation.
 func forwardablePath(raw string) (string, bool) {
+	if strings.IndexByte(raw, '#') >= 0 {
+		return "", false
+	}
 	p := raw
 	if strings.IndexByte(raw, '%') >= 0 {
 		for i := 0; i+2 < len(raw); i++ {

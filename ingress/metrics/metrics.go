@@ -130,7 +130,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		}, []string{LabelRoute}),
 		RejectedPaths: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "prequal_rejected_paths_total",
-			Help: "Requests answered 400 because their path had a dot-segment, an empty segment, a backslash or an encoded slash.",
+			Help: "Requests answered 400 because their path had a dot-segment, an empty segment, a backslash, an encoded slash or a #.",
 		}),
 		ClientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prequal_client_errors_total",

@@ -1,0 +1,63 @@
+package ingress
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prequalbench/prequalbench/ingress/route"
+)
+
+// The request target and Host reach the backend exactly as the client sent
+// them: no decoding of escapes (%3B is not ;, %41 is not A), no re-encoding
+// (' | { } ^ stay), no change of case in escapes or in the Host.
+func TestProxy_ForwardsRequestTargetAndHostAsReceived(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	for _, tt := range []struct{ target, host string }{
+		{"/a%41", "x"},
+		{"/a%3Bb;p=1?q=%3B", "x"},
+		{"/a%2Bb?x=+y&&z", "x"},
+		{"/a%e2%82%ac/%C3%28", "x"},
+		{"/a'b|c{d}^e", "x"},
+		{"/a%7Eb%3Ac?q=%2F#frag", "x"},
+		{"/work", "Bench.LOCAL:8080"},
+		{"/work", "[::1]:80"},
+	} {
+		n := len(be.requests())
+		out := exchangeRaw(t, addr, "GET "+tt.target+" HTTP/1.1\r\nHost: "+tt.host+"\r\nConnection: close\r\n\r\n")
+		if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+			t.Errorf("GET %s (Host %s) = %q, want 200", tt.target, tt.host, got)
+			continue
+		}
+		got := be.requests()
+		if len(got) != n+1 {
+			t.Fatalf("GET %s: the backend got %d requests, want 1", tt.target, len(got)-n)
+		}
+		lines := headLines(got[n])
+		if want := "GET " + tt.target + " HTTP/1.1"; lines[0] != want {
+			t.Errorf("request line %q, want %q", lines[0], want)
+		}
+		if want := "Host: " + tt.host; lines[1] != want {
+			t.Errorf("GET %s: %q, want %q", tt.target, lines[1], want)
+		}
+	}
+}
+
+// A fragment in the path ends the path for the backend but not for the
+// router ("/admin#x" would match "/" and reach its backend, which serves
+// /admin), so it is refused as the other ambiguous paths are.
+func TestProxy_RejectsFragmentInPath(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "GET /admin#x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if got := statusLine(out); got != "HTTP/1.1 400 Bad Request" {
+		t.Fatalf("GET /admin#x = %q, want 400", got)
+	}
+	if n := len(be.requests()); n != 0 {
+		t.Fatalf("the backend got %d requests, want none", n)
+	}
+	if v, _ := metricTotal(t, ing, "prequal_rejected_paths_total"); v != 1 {
+		t.Fatalf("prequal_rejected_paths_total = %v, want 1", v)
+	}
+}

@@ -61,3 +61,48 @@ func TestProxy_RejectsFragmentInPath(t *testing.T) {
 		t.Fatalf("prequal_rejected_paths_total = %v, want 1", v)
 	}
 }
+
+// The proxy adds no header that neither side sent: no default Content-Type
+// on a request body, and none (nor a Date) on an answer, also when it came
+// after an interim 1xx answer or on a retry.
+func TestProxy_AddsNoHeaders(t *testing.T) {
+	be := startRawBackend(t, func(_ int, head string) (string, bool) {
+		if strings.HasPrefix(head, "GET /early-hints ") {
+			return "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+	})
+	dead := closedAddr(t)
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{dead, be.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	noneOf := func(what string, lines []string, names ...string) {
+		t.Helper()
+		for _, l := range lines[1:] {
+			for _, n := range names {
+				if strings.HasPrefix(strings.ToLower(l), strings.ToLower(n)+":") {
+					t.Errorf("%s: %q added", what, l)
+				}
+			}
+		}
+	}
+	for range 2 { // round-robin: one of the two goes to the dead endpoint first and is retried
+		n := len(be.requests())
+		out := exchangeRaw(t, addr, "POST /work HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+		if statusLine(out) != "HTTP/1.1 200 OK" || answerBody(out) != "ok" {
+			t.Fatalf("POST = %q", out)
+		}
+		noneOf("answer", headLines(out), "Content-Type", "Date")
+		noneOf("request", headLines(be.requests()[n]), "Content-Type")
+	}
+	if picks := policyStats(t, ing, "w").Endpoints[0].Picks; picks == 0 {
+		t.Fatal("the dead endpoint was never picked: no retry was exercised")
+	}
+	for range 2 {
+		out := exchangeRaw(t, addr, "GET /early-hints HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if statusLine(out) != "HTTP/1.1 200 OK" || answerBody(out) != "ok" {
+			t.Fatalf("GET after 103 = %q", out)
+		}
+		noneOf("answer after a 1xx", headLines(out), "Content-Type", "Date")
+	}
+}

@@ -147,7 +147,10 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		pol, p, start = pol2, p2, now
-		resp.Reset()
+		// Not Reset: it would also clear the server's no-default-header
+		// settings (a Content-Type and Date nobody sent would appear).
+		// The next answer's headers replace the old ones as they are read.
+		resp.ResetBody()
 		err = rs.ing.upstreams.do(p.Endpoint, req, resp)
 	}
 	now := time.Now()
@@ -249,6 +252,7 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 	// the raw target and Host the client sent are written byte for byte.
 	ctx.Request.SetRequestURIBytes(ctx.Request.Header.RequestURI())
 	h := &ctx.Request.Header
+	h.SetNoDefaultContentType(true) // a body without a Content-Type goes without one
 	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
 		connectionTokens(conn, h.DelBytes)
 		h.Del(fasthttp.HeaderConnection)

@@ -115,8 +115,8 @@ func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Respon
 		}
 		c.conn.Close()
 		if c.reused && staleConn(err) && replayable(req) {
-			resp.Reset()
-			continue // the next get finds a newer connection or dials
+			resp.ResetBody() // not Reset, which clears the no-default-header settings
+			continue         // the next get finds a newer connection or dials
 		}
 		return err
 	}
@@ -176,7 +176,8 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 		return &upstreamError{phase: phaseHeader, err: err}
 	}
 	// Skip interim answers (100 Continue, 103 Early Hints): the client gets
-	// the final one only.
+	// the final one only. Each Read replaces the headers read before (and,
+	// unlike Reset, keeps the server's no-default-header settings).
 	for {
 		if err := resp.Header.Read(c.br); err != nil {
 			return &upstreamError{phase: phaseHeader, err: err}
@@ -184,7 +185,6 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 		if code := resp.StatusCode(); code < 100 || code >= 200 || code == fasthttp.StatusSwitchingProtocols {
 			break
 		}
-		resp.Header.Reset()
 	}
 	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		return &upstreamError{phase: phaseHeader, err: errUpgrade}

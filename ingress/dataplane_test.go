@@ -1,8 +1,11 @@
 package ingress
 
 import (
+	"net"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
@@ -104,5 +107,102 @@ func TestProxy_AddsNoHeaders(t *testing.T) {
 			t.Fatalf("GET after 103 = %q", out)
 		}
 		noneOf("answer after a 1xx", headLines(out), "Content-Type", "Date")
+	}
+}
+
+// requireNobodyCharged fails unless the route's endpoints show no error, no
+// aversion and no ejection, and the route no upstream error.
+func requireNobodyCharged(t *testing.T, ing *Ingress, key string) {
+	t.Helper()
+	waitFor(t, "the attempts to finish", func() bool {
+		for _, ep := range policyStats(t, ing, key).Endpoints {
+			if ep.InFlight != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, st := range ing.State().Routes {
+		if st.Key != key {
+			continue
+		}
+		if st.UpstreamErrors != 0 {
+			t.Errorf("%d upstream errors counted", st.UpstreamErrors)
+		}
+		for _, ep := range st.Policy.Endpoints {
+			if ep.Errors != 0 || ep.Averse {
+				t.Errorf("endpoint %s charged: errors %d, averse %v", ep.Address, ep.Errors, ep.Averse)
+			}
+		}
+		var ejections uint64
+		for _, n := range st.Outliers.Ejections {
+			ejections += n
+		}
+		if ejections != 0 || len(st.Outliers.Ejected) != 0 {
+			t.Errorf("endpoints ejected: %+v", st.Outliers)
+		}
+	}
+}
+
+// An HTTP/1.0 request may come without Host; one that does is answered 400
+// before any endpoint is picked. It was a 502 charged to the endpoint, so 15
+// tiny requests made every endpoint of a route averse and ejected one.
+func TestProxy_RequestWithoutHostIsTheClientsFault(t *testing.T) {
+	var bes []*rawBackend
+	var eps []string
+	for range 3 {
+		be := startRawBackend(t, answerOK)
+		bes = append(bes, be)
+		eps = append(eps, be.addr)
+	}
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: eps})
+	addr := strings.TrimPrefix(url, "http://")
+	for range 15 {
+		if got := statusLine(exchangeRaw(t, addr, "GET /work HTTP/1.0\r\n\r\n")); got != "HTTP/1.1 400 Bad Request" {
+			t.Fatalf("HTTP/1.0 without Host = %q, want 400", got)
+		}
+	}
+	requireNobodyCharged(t, ing, "w")
+	for _, be := range bes {
+		if n := len(be.requests()); n != 0 {
+			t.Errorf("a backend got %d requests without Host", n)
+		}
+	}
+	if got := requestCodes(t, ing); got["400"] != 0 {
+		t.Errorf("requests without Host counted on the route: %v", got)
+	}
+	if v, _ := metricTotal(t, ing, "prequal_client_errors_total"); v != 15 {
+		t.Errorf("prequal_client_errors_total = %v, want 15", v)
+	}
+	if got := statusLine(exchangeRaw(t, addr, "GET /work HTTP/1.0\r\nHost: x\r\n\r\n")); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("HTTP/1.0 with Host = %q, want 200", got)
+	}
+}
+
+// A request the data plane cannot write (here one without Host, which serve
+// refuses before it gets this far) is the request's fault: 400, and no
+// endpoint is charged, nor is it retried elsewhere.
+func TestForward_UnwritableRequestIsTheClientsFault(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	be2 := startRawBackend(t, answerOK)
+	ing, _ := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", Retry: true},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr, be2.addr}})
+	var req fasthttp.Request
+	req.SetRequestURI("/work")
+	var rc fasthttp.RequestCtx
+	rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}, nil)
+	for range 4 {
+		rc.Response.Reset()
+		ing.table.Load().byKey["w"].forward(&rc)
+		if code := rc.Response.StatusCode(); code != fasthttp.StatusBadRequest {
+			t.Fatalf("status %d, want 400", code)
+		}
+	}
+	requireNobodyCharged(t, ing, "w")
+	if n := len(be.requests()) + len(be2.requests()); n != 0 {
+		t.Errorf("the backends got %d requests", n)
+	}
+	if picks := policyStats(t, ing, "w").Endpoints[0].Picks + policyStats(t, ing, "w").Endpoints[1].Picks; picks != 4 {
+		t.Errorf("%d picks for 4 requests, want 4: no retry", picks)
 	}
 }

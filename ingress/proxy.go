@@ -82,6 +82,14 @@ func (i *Ingress) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	host := bytesString(req.Header.Host())
+	if host == "" {
+		// Only HTTP/1.0 may leave it out (the server answers 400 to
+		// HTTP/1.1 without it), and a backend must get one: the client's
+		// fault, before any endpoint is picked (and blamed).
+		i.metrics.ClientErrors.WithLabelValues("400").Inc()
+		writeText(ctx, fasthttp.StatusBadRequest, statusBodies[fasthttp.StatusBadRequest])
+		return
+	}
 	rule, ok := i.table.Load().router.Match(host, path)
 	if !ok {
 		i.metrics.NoRoute.Inc()
@@ -155,6 +163,13 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 	}
 	now := time.Now()
 	lat := now.Sub(start)
+	if err != nil && requestFault(err) {
+		// Not the endpoint's failure: it heard nothing, or a request cut
+		// short, and is told of a 400.
+		rs.attemptDone(pol, p, lat, fasthttp.StatusBadRequest, now)
+		rs.answer(ctx, fasthttp.StatusBadRequest)
+		return
+	}
 	if err != nil {
 		rs.attemptDone(pol, p, lat, 0, now)
 		rs.failed(ctx, err)
@@ -177,8 +192,11 @@ func retryable(req *fasthttp.Request, err error, wider bool) bool {
 	if !errors.As(err, &ue) {
 		return false
 	}
-	if ue.phase == phaseDial {
+	switch ue.phase {
+	case phaseDial:
 		return true
+	case phaseRequest:
+		return false // another endpoint could not take it either
 	}
 	return wider && ue.phase < phaseBody && !isTimeout(err) && replayable(req)
 }

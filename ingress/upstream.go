@@ -40,10 +40,27 @@ type hostConns struct {
 // upstreamConn is one connection with its buffers, kept across requests.
 type upstreamConn struct {
 	conn      net.Conn
+	w         connWriter // bw writes through it
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Time
 	reused    bool
+}
+
+// connWriter writes to the connection and keeps the last write error, so a
+// failure to write a request can be told apart: the connection's (the
+// backend's, or the network's) or the request's own.
+type connWriter struct {
+	conn net.Conn
+	err  error
+}
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	n, err := w.conn.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // Phases of an exchange, for the answer a failure gets.
@@ -54,6 +71,9 @@ const (
 	phaseSend                        // writing the request
 	phaseHeader                      // waiting for or reading the response headers
 	phaseBody                        // reading the response body
+	// phaseRequest: the request itself could not be written (the
+	// request's fault, not the connection's: 400, no endpoint blamed).
+	phaseRequest
 )
 
 // upstreamError is a failed exchange and the phase it failed in.
@@ -64,6 +84,12 @@ type upstreamError struct {
 
 func (e *upstreamError) Error() string { return e.err.Error() }
 func (e *upstreamError) Unwrap() error { return e.err }
+
+// requestFault reports a failure caused by the request itself.
+func requestFault(err error) bool {
+	var ue *upstreamError
+	return errors.As(err, &ue) && ue.phase == phaseRequest
+}
 
 func newUpstreams(opts Options) *upstreams {
 	return &upstreams{
@@ -143,7 +169,10 @@ func (u *upstreams) get(h *hostConns, addr string) (*upstreamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, 4096), bw: bufio.NewWriterSize(conn, 4096)}, nil
+	c := &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, 4096)}
+	c.w.conn = conn
+	c.bw = bufio.NewWriterSize(&c.w, 4096)
+	return c, nil
 }
 
 func (u *upstreams) put(h *hostConns, c *upstreamConn) {
@@ -166,10 +195,16 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 	if err := c.conn.SetWriteDeadline(time.Now().Add(u.readTimeout)); err != nil {
 		return &upstreamError{phase: phaseSend, err: err}
 	}
-	if err := req.Write(c.bw); err != nil {
-		return &upstreamError{phase: phaseSend, err: err}
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err != nil {
+		if c.w.err == nil {
+			// Not a write to the connection that failed: the request
+			// could not be written (the connection is closed all the same).
+			return &upstreamError{phase: phaseRequest, err: err}
+		}
 		return &upstreamError{phase: phaseSend, err: err}
 	}
 	if err := c.conn.SetReadDeadline(time.Now().Add(u.headerTimeout)); err != nil {
@@ -211,7 +246,7 @@ var errUpgrade = errors.New("the backend switched protocols; upgrades are not pr
 func staleConn(err error) bool {
 	var ue *upstreamError
 	if !errors.As(err, &ue) || ue.phase > phaseHeader {
-		return false
+		return false // phaseRequest too
 	}
 	var nothing *fasthttp.ErrNothingRead
 	return errors.As(err, &nothing) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||

@@ -134,7 +134,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		}),
 		ClientErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prequal_client_errors_total",
-			Help: "Requests the proxy could not read, by the answer they got: 400 (malformed), 408 (stalled) or 413 (body over the limit). No route saw them.",
+			Help: "Requests the proxy could not read, by the answer they got: 400 (malformed, or without Host), 408 (stalled) or 413 (body over the limit). No route saw them.",
 		}, []string{"code"}),
 	}
 	m.gauges = gaugeCollector{

@@ -206,3 +206,24 @@ func TestForward_UnwritableRequestIsTheClientsFault(t *testing.T) {
 		t.Errorf("%d picks for 4 requests, want 4: no retry", picks)
 	}
 }
+
+// A response head up to 16 KiB passes (a long Content-Security-Policy or a
+// few cookies are over 4 KiB); a longer one is a 502.
+func TestProxy_ResponseHeadUpTo16KiB(t *testing.T) {
+	be := startRawBackend(t, func(_ int, head string) (string, bool) {
+		n := 15 << 10
+		if strings.HasPrefix(head, "GET /too-long ") {
+			n = 17 << 10
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Security-Policy: " + strings.Repeat("a", n) + "\r\nContent-Length: 2\r\n\r\nok", false
+	})
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	out := exchangeRaw(t, addr, "GET /long HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if statusLine(out) != "HTTP/1.1 200 OK" || answerBody(out) != "ok" || !strings.Contains(out, strings.Repeat("a", 15<<10)) {
+		t.Fatalf("a 15 KiB head: %q", statusLine(out))
+	}
+	if got := statusLine(exchangeRaw(t, addr, "GET /too-long HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); got != "HTTP/1.1 502 Bad Gateway" {
+		t.Fatalf("a 17 KiB head: %q, want 502", got)
+	}
+}

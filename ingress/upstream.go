@@ -63,6 +63,13 @@ func (w *connWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// maxResponseHead is the largest response head (status line and headers)
+// taken from a backend, the read buffer's size: a larger one is a 502. As
+// the request head limit (nginx's large_client_header_buffers), and above
+// nginx's proxy_buffer_size (4 or 8 KiB), which a long
+// Content-Security-Policy or a few cookies can exceed.
+const maxResponseHead = 16 << 10
+
 // Phases of an exchange, for the answer a failure gets.
 type upstreamPhase uint8
 
@@ -169,7 +176,7 @@ func (u *upstreams) get(h *hostConns, addr string) (*upstreamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, 4096)}
+	c := &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, maxResponseHead)}
 	c.w.conn = conn
 	c.bw = bufio.NewWriterSize(&c.w, 4096)
 	return c, nil

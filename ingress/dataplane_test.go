@@ -1,8 +1,13 @@
 package ingress
 
 import (
+	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -225,5 +230,208 @@ func TestProxy_ResponseHeadUpTo16KiB(t *testing.T) {
 	}
 	if got := statusLine(exchangeRaw(t, addr, "GET /too-long HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); got != "HTTP/1.1 502 Bad Gateway" {
 		t.Fatalf("a 17 KiB head: %q, want 502", got)
+	}
+}
+
+// A pooled connection stays in step with its backend: a chunked answer's
+// trailer section is read to its end, and a connection with bytes past the
+// answer (a HEAD answer with a body, a body longer than its Content-Length)
+// is not reused, so none of them is read as the next answer.
+func TestProxy_PooledConnectionStaysInStep(t *testing.T) {
+	answers := map[string]string{
+		"/chunked-trailer": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n2\r\nok\r\n0\r\nX-Checksum: abc\r\n\r\n",
+		"/head-with-body":  "HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil",
+		"/overlong":        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil",
+		"/plain":           "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain",
+	}
+	for _, tt := range []struct{ first, body string }{
+		{"GET /chunked-trailer", "ok"},
+		{"HEAD /head-with-body", ""},
+		{"GET /overlong", "ok"},
+	} {
+		t.Run(tt.first, func(t *testing.T) {
+			be := startRawBackend(t, func(_ int, head string) (string, bool) {
+				return answers[strings.Fields(head)[1]], false
+			})
+			_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+			addr := strings.TrimPrefix(url, "http://")
+			for i, r := range []string{tt.first, "GET /plain", "GET /plain"} {
+				out := exchangeRaw(t, addr, r+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				want := "plain"
+				if i == 0 {
+					want = tt.body
+				}
+				if statusLine(out) != "HTTP/1.1 200 OK" || answerBody(out) != want {
+					t.Fatalf("%s (request %d) = %q %q, want 200 %q", r, i+1, statusLine(out), answerBody(out), want)
+				}
+				if strings.Contains(out, "X-Checksum") {
+					t.Fatalf("%s: the trailer reached the client: %q", r, out)
+				}
+			}
+		})
+	}
+}
+
+// idleBackend answers every request "plain" and keeps its connections, so
+// that a test can write to or close one while the ingress holds it idle.
+type idleBackend struct {
+	addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startIdleBackend(t *testing.T) *idleBackend {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &idleBackend{addr: l.Addr().String()}
+	t.Cleanup(func() {
+		l.Close()
+		b.mu.Lock()
+		for _, c := range b.conns {
+			c.Close()
+		}
+		b.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			b.mu.Unlock()
+			go func() {
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return b
+}
+
+func (b *idleBackend) conn(i int) net.Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns[i]
+}
+
+func (b *idleBackend) connections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.conns)
+}
+
+// What a backend does on an idle keep-alive connection does not reach the
+// next request: a connection it closed (as its idle timeout does), said 408
+// on before closing (Apache httpd) or sent stray bytes on is found out
+// before reuse and replaced, so a POST, which cannot be replayed, goes
+// through too, and the stray bytes are never read as its answer.
+func TestProxy_IdleConnectionCheckedBeforeReuse(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		stray  string // written on the idle connection
+		close  bool   // then closed
+		method string
+	}{
+		{"closed, then a POST", "", true, "POST"},
+		{"closed, then a GET", "", true, "GET"},
+		{"408 and closed", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", true, "POST"},
+		{"stray answer", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil", false, "GET"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			be := startIdleBackend(t)
+			ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+			addr := strings.TrimPrefix(url, "http://")
+			send := func(method string) string {
+				t.Helper()
+				return exchangeRaw(t, addr, method+" /work HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
+			}
+			if out := send(tt.method); answerBody(out) != "plain" {
+				t.Fatalf("first request: %q", out)
+			}
+			c := be.conn(0)
+			if tt.stray != "" {
+				if _, err := io.WriteString(c, tt.stray); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.close {
+				c.Close()
+			}
+			out := send(tt.method)
+			if statusLine(out) != "HTTP/1.1 200 OK" || answerBody(out) != "plain" {
+				t.Fatalf("%s after the backend's %s: %q %q, want 200 plain", tt.method, tt.name, statusLine(out), answerBody(out))
+			}
+			if n := be.connections(); n != 2 {
+				t.Fatalf("%d backend connections, want 2 (the idle one replaced)", n)
+			}
+			requireNobodyCharged(t, ing, "w")
+		})
+	}
+}
+
+// A reused connection that fails before any answer (the backend closed it
+// just as the request went out) is replaced once, and only for an
+// idempotent method: the request reaches the backend at most twice, never
+// once per idle connection, and a POST or PATCH once.
+func TestProxy_StaleConnectionReplayedOnceAndOnlyIdempotent(t *testing.T) {
+	const idle = 3
+	for _, tt := range []struct {
+		method string
+		sends  int
+	}{{"GET", 2}, {"PUT", 2}, {"DELETE", 2}, {"POST", 1}, {"PATCH", 1}} {
+		t.Run(tt.method, func(t *testing.T) {
+			var hangUp atomic.Bool
+			all := make(chan struct{})
+			var once sync.Once
+			var n atomic.Int32
+			be := startRawBackend(t, func(_ int, _ string) (string, bool) {
+				if hangUp.Load() {
+					return "", true // read, then closed unanswered
+				}
+				if n.Add(1) == idle {
+					once.Do(func() { close(all) })
+				}
+				<-all // answer only once all are in, so that each had a connection of its own
+				return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+			})
+			_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", Outlier: OutlierConfig{Disabled: true}},
+				route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+			addr := strings.TrimPrefix(url, "http://")
+			var wg sync.WaitGroup
+			for range idle {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					exchangeRaw(t, addr, "GET /warm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				}()
+			}
+			wg.Wait()
+			if c := be.connections(); c != idle {
+				t.Fatalf("%d backend connections, want %d idle ones", c, idle)
+			}
+			hangUp.Store(true)
+			before := len(be.requests())
+			out := exchangeRaw(t, addr, tt.method+" /work HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
+			if got := statusLine(out); got != "HTTP/1.1 502 Bad Gateway" {
+				t.Fatalf("%s = %q, want 502", tt.method, got)
+			}
+			if got := len(be.requests()) - before; got != tt.sends {
+				t.Fatalf("%s reached the backend %d times, want %d", tt.method, got, tt.sends)
+			}
+		})
 	}
 }

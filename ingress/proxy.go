@@ -198,7 +198,7 @@ func retryable(req *fasthttp.Request, err error, wider bool) bool {
 	case phaseRequest:
 		return false // another endpoint could not take it either
 	}
-	return wider && ue.phase < phaseBody && !isTimeout(err) && replayable(req)
+	return wider && ue.phase < phaseBody && !isTimeout(err) && idempotent(req)
 }
 
 // failed answers a request whose exchange with the backends failed.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 )
 
 // upstreams holds the keep-alive connections to every backend and sends one
@@ -43,6 +45,7 @@ type upstreamConn struct {
 	w         connWriter // bw writes through it
 	br        *bufio.Reader
 	bw        *bufio.Writer
+	live      liveness.Checker
 	idleSince time.Time
 	reused    bool
 }
@@ -126,13 +129,14 @@ func (u *upstreams) host(addr string) *hostConns {
 	return h
 }
 
-// do sends req to addr and reads the answer into resp. A reused connection
-// that the backend had closed while idle (it fails before a single byte of
-// answer) is replaced by a new one once, for requests that are safe to send
-// again: nothing reached the backend's application.
+// do sends req to addr and reads the answer into resp. An idle connection
+// is checked before it is reused (get), but the backend may still close it
+// in the moment between: a reused connection that fails before a single byte
+// of answer is replaced once, for an idempotent request (RFC 9110 §9.2.2),
+// as net/http does. Nothing reached the backend's application.
 func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Response) error {
 	h := u.host(addr)
-	for {
+	for replayed := false; ; replayed = true {
 		c, err := u.get(h, addr)
 		if err != nil {
 			return &upstreamError{phase: phaseDial, err: err}
@@ -147,31 +151,39 @@ func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Respon
 			return nil
 		}
 		c.conn.Close()
-		if c.reused && staleConn(err) && replayable(req) {
+		if !replayed && c.reused && staleConn(err) && idempotent(req) {
 			resp.ResetBody() // not Reset, which clears the no-default-header settings
-			continue         // the next get finds a newer connection or dials
+			continue
 		}
 		return err
 	}
 }
 
-// get returns an idle connection to addr, or a new one.
+// get returns an idle connection to addr, or a new one. An idle connection
+// is taken only while it is quiet: one the backend closed (or said 408 on,
+// or sent stray bytes on) since it was put back is closed instead, so no
+// request is sent on it (a POST could not be replayed) and no stray bytes
+// are read as the next answer.
 func (u *upstreams) get(h *hostConns, addr string) (*upstreamConn, error) {
 	now := time.Now()
-	h.mu.Lock()
-	for n := len(h.idle); n > 0; n = len(h.idle) {
+	for {
+		h.mu.Lock()
+		n := len(h.idle)
+		if n == 0 {
+			h.mu.Unlock()
+			break
+		}
 		c := h.idle[n-1]
 		h.idle[n-1] = nil
 		h.idle = h.idle[:n-1]
-		if u.idleTimeout > 0 && now.Sub(c.idleSince) >= u.idleTimeout {
+		h.mu.Unlock()
+		if (u.idleTimeout > 0 && now.Sub(c.idleSince) >= u.idleTimeout) || !c.live.Usable() {
 			c.conn.Close()
 			continue
 		}
-		h.mu.Unlock()
 		c.reused = true
 		return c, nil
 	}
-	h.mu.Unlock()
 	conn, err := u.dial(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -179,10 +191,18 @@ func (u *upstreams) get(h *hostConns, addr string) (*upstreamConn, error) {
 	c := &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, maxResponseHead)}
 	c.w.conn = conn
 	c.bw = bufio.NewWriterSize(&c.w, 4096)
+	c.live.Init(conn)
 	return c, nil
 }
 
+// put keeps c for the next request, unless bytes past the answer are
+// already buffered (a HEAD answer with a body, a body longer than its
+// Content-Length): they would be read as the next answer.
 func (u *upstreams) put(h *hostConns, c *upstreamConn) {
+	if c.br.Buffered() > 0 {
+		c.conn.Close()
+		return
+	}
 	c.idleSince = time.Now()
 	h.mu.Lock()
 	if len(h.idle) >= u.maxIdlePerHost {
@@ -241,8 +261,35 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 	if err := resp.ReadBody(c.br, u.maxBody); err != nil {
 		return &upstreamError{phase: phaseBody, err: err}
 	}
+	if resp.Header.ContentLength() == -1 { // chunked: the trailer section follows
+		if err := discardTrailer(c.br); err != nil {
+			return &upstreamError{phase: phaseBody, err: err}
+		}
+	}
 	return nil
 }
+
+// discardTrailer reads the trailer section that ends a chunked body, up to
+// and including its empty line, and drops it, as nginx does: the answer goes
+// to the client whole, with a Content-Length, so its trailer fields have
+// nowhere to go (and may not be merged into the headers, RFC 9110 §6.5.1).
+// Left unread, they were read as the next answer on the connection.
+func discardTrailer(br *bufio.Reader) error {
+	for n := 0; ; {
+		line, err := br.ReadSlice('\n')
+		if n += len(line); n > maxResponseHead {
+			return errTrailerTooLarge
+		}
+		if err != nil {
+			return err // a line longer than the buffer, or the connection broke off
+		}
+		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
+			return nil
+		}
+	}
+}
+
+var errTrailerTooLarge = errors.New("the chunked body's trailer section is over 16 KiB")
 
 // errUpgrade is a backend switching protocols, which the buffered data
 // plane does not carry.
@@ -260,9 +307,10 @@ func staleConn(err error) bool {
 		errors.Is(err, syscall.EPIPE)
 }
 
-// replayable: a request that may be sent twice. Bodies are in memory, so a
-// body does not stop a replay; the method does.
-func replayable(req *fasthttp.Request) bool {
+// idempotent: a request that may be sent twice, by its method (RFC 9110
+// §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE). Bodies are in memory, so
+// a body does not stop a replay; the method does.
+func idempotent(req *fasthttp.Request) bool {
 	m := req.Header.Method()
 	switch string(m) {
 	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodOptions, fasthttp.MethodTrace,

@@ -2,6 +2,8 @@ package ingress
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -432,6 +435,59 @@ func TestProxy_StaleConnectionReplayedOnceAndOnlyIdempotent(t *testing.T) {
 			if got := len(be.requests()) - before; got != tt.sends {
 				t.Fatalf("%s reached the backend %d times, want %d", tt.method, got, tt.sends)
 			}
+		})
+	}
+}
+
+// earlyAnswerBackend reads a request's head only, answers 413 at once and
+// closes, with the body still coming (a backend refusing a body too large
+// for it), after delay.
+func earlyAnswerBackend(t *testing.T, delay time.Duration) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := readHead(bufio.NewReader(c)); err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 9\r\n\r\ntoo large")
+				time.Sleep(delay) // the backend's own pace, not a wait for the test
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// A backend that answers before it has read the whole request (413 for a
+// body it will not take) and closes makes writing the rest of the body
+// fail; its answer reaches the client all the same, as it would without
+// the proxy, and is no failure of the endpoint.
+func TestProxy_EarlyAnswerWhileTheBodyIsWritten(t *testing.T) {
+	for _, delay := range []time.Duration{0, 20 * time.Millisecond} {
+		t.Run(fmt.Sprint("close after ", delay), func(t *testing.T) {
+			be := earlyAnswerBackend(t, delay)
+			ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", MaxBodySize: 64 << 20},
+				route.Spec{Key: "w", Path: "/", Endpoints: []string{be}})
+			resp, err := http.Post(url+"/upload", "application/octet-stream", bytes.NewReader(make([]byte, 16<<20)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || string(body) != "too large" {
+				t.Fatalf("the client got %d %q, want the backend's 413", resp.StatusCode, body)
+			}
+			requireNobodyCharged(t, ing, "w")
 		})
 	}
 }

@@ -141,9 +141,9 @@ func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Respon
 		if err != nil {
 			return &upstreamError{phase: phaseDial, err: err}
 		}
-		err = u.exchange(c, req, resp)
+		keep, err := u.exchange(c, req, resp)
 		if err == nil {
-			if resp.ConnectionClose() || req.ConnectionClose() {
+			if !keep || resp.ConnectionClose() || req.ConnectionClose() {
 				c.conn.Close()
 			} else {
 				u.put(h, c)
@@ -214,15 +214,16 @@ func (u *upstreams) put(h *hostConns, c *upstreamConn) {
 	h.mu.Unlock()
 }
 
-// exchange writes req on c and reads the response. Deadlines: the request
-// write and the body read each get readTimeout (nginx's proxy_send_timeout
-// and proxy_read_timeout, here over the whole body because it is read into
+// exchange writes req on c and reads the response; keep reports whether
+// c may carry another request. Deadlines: the request write and the body
+// read each get readTimeout (nginx's proxy_send_timeout and
+// proxy_read_timeout, here over the whole body because it is read into
 // memory at once), the headers headerTimeout from the end of the write.
-func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) error {
+func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) (keep bool, err error) {
 	if err := c.conn.SetWriteDeadline(time.Now().Add(u.readTimeout)); err != nil {
-		return &upstreamError{phase: phaseSend, err: err}
+		return false, &upstreamError{phase: phaseSend, err: err}
 	}
-	err := req.Write(c.bw)
+	err = req.Write(c.bw)
 	if err == nil {
 		err = c.bw.Flush()
 	}
@@ -230,16 +231,52 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 		if c.w.err == nil {
 			// Not a write to the connection that failed: the request
 			// could not be written (the connection is closed all the same).
-			return &upstreamError{phase: phaseRequest, err: err}
+			return false, &upstreamError{phase: phaseRequest, err: err}
 		}
-		return &upstreamError{phase: phaseSend, err: err}
+		if u.earlyAnswer(c, req, resp) {
+			return false, nil
+		}
+		return false, &upstreamError{phase: phaseSend, err: err}
 	}
 	if err := c.conn.SetReadDeadline(time.Now().Add(u.headerTimeout)); err != nil {
-		return &upstreamError{phase: phaseHeader, err: err}
+		return false, &upstreamError{phase: phaseHeader, err: err}
 	}
-	// Skip interim answers (100 Continue, 103 Early Hints): the client gets
-	// the final one only. Each Read replaces the headers read before (and,
-	// unlike Reset, keeps the server's no-default-header settings).
+	if err := readHeader(c, resp); err != nil {
+		return false, err
+	}
+	if err := u.readBody(c, req, resp); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// earlyAnswerWait bounds the wait for an answer once writing the request
+// failed: an answer sent before the backend stopped reading is in the
+// socket by then.
+const earlyAnswerWait = 100 * time.Millisecond
+
+// earlyAnswer reads the answer of a backend that answered before it had
+// the whole request and stopped reading it (a 413 for a body it will not
+// take, then a close), which made writing the rest fail. The client gets
+// that answer, as it would from the backend directly; the connection is
+// not reused. On a reused connection a 408 is the backend's goodbye to the
+// idle connection, not an answer to this request: the write failure
+// stands (and a replay may follow).
+func (u *upstreams) earlyAnswer(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
+	if c.conn.SetReadDeadline(time.Now().Add(earlyAnswerWait)) != nil {
+		return false
+	}
+	if readHeader(c, resp) != nil || (c.reused && resp.StatusCode() == fasthttp.StatusRequestTimeout) {
+		return false
+	}
+	return u.readBody(c, req, resp) == nil
+}
+
+// readHeader reads the response headers, by the deadline set. Interim
+// answers (100 Continue, 103 Early Hints) are skipped: the client gets the
+// final one only. Each Read replaces the headers read before (and, unlike
+// Reset, keeps the server's no-default-header settings).
+func readHeader(c *upstreamConn, resp *fasthttp.Response) error {
 	for {
 		if err := resp.Header.Read(c.br); err != nil {
 			return &upstreamError{phase: phaseHeader, err: err}
@@ -251,6 +288,11 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		return &upstreamError{phase: phaseHeader, err: errUpgrade}
 	}
+	return nil
+}
+
+// readBody reads the response body, within readTimeout.
+func (u *upstreams) readBody(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) error {
 	resp.SkipBody = req.Header.IsHead()
 	if resp.SkipBody || resp.StatusCode() == fasthttp.StatusNoContent || resp.StatusCode() == fasthttp.StatusNotModified {
 		return nil

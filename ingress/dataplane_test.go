@@ -491,3 +491,53 @@ func TestProxy_EarlyAnswerWhileTheBodyIsWritten(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint that leaves while a request to it is in flight keeps no
+// connection open: the request ends normally and its connection is closed
+// instead of going back to the pool the endpoint no longer has.
+func TestProxy_EndpointLeavingMidRequestLeavesNoConnection(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var open atomic.Int32
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			open.Add(1)
+			go func() {
+				defer open.Add(-1)
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					arrived <- struct{}{}
+					<-release
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	other := startRawBackend(t, answerOK)
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{l.Addr().String()}})
+	done := make(chan string, 1)
+	go func() {
+		done <- statusLine(exchangeRaw(t, strings.TrimPrefix(url, "http://"), "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+	}()
+	<-arrived
+	ing.Update([]route.Spec{{Key: "w", Path: "/", Endpoints: []string{other.addr}}}) // the endpoint leaves
+	close(release)
+	if got := <-done; got != "HTTP/1.1 200 OK" {
+		t.Fatalf("the request in flight got %q", got)
+	}
+	waitFor(t, "the departed endpoint's connection to close", func() bool { return open.Load() == 0 })
+}

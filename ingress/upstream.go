@@ -37,6 +37,10 @@ type upstreams struct {
 type hostConns struct {
 	mu   sync.Mutex
 	idle []*upstreamConn
+	// gone: no route names the backend any more (forget dropped it), so a
+	// request still in flight closes its connection instead of putting it
+	// back where nothing would ever take or sweep it.
+	gone bool
 }
 
 // upstreamConn is one connection with its buffers, kept across requests.
@@ -205,7 +209,7 @@ func (u *upstreams) put(h *hostConns, c *upstreamConn) {
 	}
 	c.idleSince = time.Now()
 	h.mu.Lock()
-	if len(h.idle) >= u.maxIdlePerHost {
+	if h.gone || len(h.idle) >= u.maxIdlePerHost {
 		h.mu.Unlock()
 		c.conn.Close()
 		return
@@ -387,7 +391,8 @@ func (u *upstreams) closeIdle(now time.Time, all bool) {
 	}
 }
 
-// forget drops the pools of backends no route names any more.
+// forget drops the pools of backends no route names any more; connections
+// of requests still in flight to them are closed when they end.
 func (u *upstreams) forget(keep func(addr string) bool) {
 	u.mu.Lock()
 	var gone []*hostConns
@@ -400,6 +405,7 @@ func (u *upstreams) forget(keep func(addr string) bool) {
 	u.mu.Unlock()
 	for _, h := range gone {
 		h.mu.Lock()
+		h.gone = true
 		for _, c := range h.idle {
 			c.conn.Close()
 		}

@@ -3,8 +3,11 @@ package ingress
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
 // The request target and Host reach the backend exactly as the client sent
@@ -540,4 +544,92 @@ func TestProxy_EndpointLeavingMidRequestLeavesNoConnection(t *testing.T) {
 		t.Fatalf("the request in flight got %q", got)
 	}
 	waitFor(t, "the departed endpoint's connection to close", func() bool { return open.Load() == 0 })
+}
+
+// panicky is a policy that panics in Pick, or in Done once the real Done
+// ran, when told to, and counts the calls of Done.
+type panicky struct {
+	loadbalancer.Policy
+	inPick, inDone atomic.Bool
+	dones          atomic.Int32
+}
+
+func (p *panicky) Pick(now time.Time, rng *rand.Rand) (loadbalancer.Picked, error) {
+	if p.inPick.Load() {
+		panic("test: Pick panics")
+	}
+	return p.Policy.Pick(now, rng)
+}
+
+func (p *panicky) Done(now time.Time, pk loadbalancer.Picked, latency time.Duration, status int) {
+	p.dones.Add(1)
+	p.Policy.Done(now, pk, latency, status)
+	if p.inDone.Load() {
+		panic("test: Done panics")
+	}
+}
+
+// A panic on the request path (in the policy, under the route's lock, or in
+// the exchange) is answered 502, logged and counted; the ingress and the
+// route go on serving, the route's lock is not left held, and an attempt
+// picked before the panic is reported finished (status 0) exactly once.
+func TestProxy_PanicIsAnsweredAndTheIngressGoesOn(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	var dialPanics atomic.Bool
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dialPanics.Load() {
+			panic("test: dial panics")
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	var logs lockedBuffer
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", DialContext: dial, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	rs := ing.table.Load().byKey["w"]
+	pol := &panicky{Policy: rs.policy}
+	rs.mu.Lock()
+	rs.policy = pol
+	rs.mu.Unlock()
+	addr := strings.TrimPrefix(url, "http://")
+	get := func() string {
+		t.Helper()
+		return statusLine(exchangeRaw(t, addr, "GET /work HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+	}
+	for i, tt := range []struct {
+		name   string
+		set    *atomic.Bool
+		dones  int32  // calls of Done for the request that panicked
+		errors uint64 // the endpoint's errors after it
+	}{
+		{"in the exchange, after the pick", &dialPanics, 1, 1},
+		{"in Pick, under the route lock", &pol.inPick, 0, 1},
+		{"in Done, under the route lock", &pol.inDone, 1, 1},
+	} {
+		tt.set.Store(true)
+		before := pol.dones.Load()
+		if got := get(); got != "HTTP/1.1 502 Bad Gateway" {
+			t.Fatalf("panic %s: %q, want 502", tt.name, got)
+		}
+		if n := pol.dones.Load() - before; n != tt.dones {
+			t.Fatalf("panic %s: Done called %d times, want %d", tt.name, n, tt.dones)
+		}
+		tt.set.Store(false)
+		if got := get(); got != "HTTP/1.1 200 OK" {
+			t.Fatalf("after the panic %s: %q, want 200", tt.name, got)
+		}
+		ep := policyStats(t, ing, "w").Endpoints[0]
+		if ep.InFlight != 0 || ep.Errors != tt.errors {
+			t.Fatalf("after the panic %s: in flight %d, errors %d; want 0 and %d (the attempt reported once)", tt.name, ep.InFlight, ep.Errors, tt.errors)
+		}
+		if n := rs.inFlight.Load(); n != 0 {
+			t.Fatalf("after the panic %s: route in flight %d, want 0", tt.name, n)
+		}
+		if v, _ := metricTotal(t, ing, "prequal_panics_total"); v != float64(i+1) {
+			t.Fatalf("prequal_panics_total = %v, want %d", v, i+1)
+		}
+	}
+	if n := logs.count("panic on the request path"); n == 0 {
+		t.Fatal("no panic logged")
+	}
 }

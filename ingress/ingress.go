@@ -111,6 +111,7 @@ type Ingress struct {
 	upstreams *upstreams
 	errLog    *log.Logger
 	failLog   logLimiter // upstream errors
+	panicLog  logLimiter // panics on the request path
 	seed      uint64
 
 	table  atomic.Pointer[table]

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,11 @@ var _ prober.Target = (*routeState)(nil)
 // calling), and so is the answer: it is read whole from the backend, then
 // written to the client after serve returns.
 func (i *Ingress) serve(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if v := recover(); v != nil { // before a route's forward, which recovers its own
+			i.panicked(ctx, "", v)
+		}
+	}()
 	req := &ctx.Request
 	path, ok := requestPath(req)
 	if ok {
@@ -136,25 +142,47 @@ func requestPath(req *fasthttp.Request) (string, bool) {
 func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 	rs.requests.Add(1)
 	req, resp := &ctx.Request, &ctx.Response
+	var (
+		pol   loadbalancer.Policy
+		p     loadbalancer.Picked
+		start time.Time
+		open  bool // p was picked and is not reported finished yet
+	)
+	// fasthttp does not recover a handler's panic: it would end the whole
+	// ingress. The attempt in flight, if any, is reported finished (status
+	// 0) once, and the client gets 502.
+	defer func() {
+		if v := recover(); v != nil {
+			if open {
+				open = false
+				now := time.Now()
+				rs.attemptDone(pol, p, now.Sub(start), 0, now)
+			}
+			rs.finish(fasthttp.StatusBadGateway)
+			rs.ing.panicked(ctx, rs.key, v)
+		}
+	}()
 	rs.ing.prepareRequest(ctx)
-	start := time.Now()
+	start = time.Now()
 	pol, p, err := rs.pick(start)
 	if err != nil {
 		rs.noEndpoint.Add(1)
 		rs.answer(ctx, fasthttp.StatusServiceUnavailable)
 		return
 	}
+	open = true
 	err = rs.ing.upstreams.do(p.Endpoint, req, resp)
 	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
 		// Tell the first endpoint's policy, then try once more elsewhere.
 		now := time.Now()
+		open = false
 		rs.attemptDone(pol, p, now.Sub(start), 0, now)
 		pol2, p2, ok := rs.pickOther(now, p.Endpoint)
 		if !ok {
 			rs.failed(ctx, err) // nowhere else to go
 			return
 		}
-		pol, p, start = pol2, p2, now
+		pol, p, start, open = pol2, p2, now, true
 		// Not Reset: it would also clear the server's no-default-header
 		// settings (a Content-Type and Date nobody sent would appear).
 		// The next answer's headers replace the old ones as they are read.
@@ -163,6 +191,7 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 	}
 	now := time.Now()
 	lat := now.Sub(start)
+	open = false // reported below, once, even if the report panics
 	if err != nil && requestFault(err) {
 		// Not the endpoint's failure: it heard nothing, or a request cut
 		// short, and is told of a 400.
@@ -225,6 +254,18 @@ func (rs *routeState) failed(ctx *fasthttp.RequestCtx, err error) {
 func (rs *routeState) answer(ctx *fasthttp.RequestCtx, code int) {
 	rs.finish(code)
 	writeText(ctx, code, statusBodies[code])
+}
+
+// panicked answers 502 for a request whose handling panicked, counts it
+// and logs it with its stack (rate-limited as the upstream errors are).
+func (i *Ingress) panicked(ctx *fasthttp.RequestCtx, route string, v any) {
+	i.metrics.Panics.Inc()
+	if ok, suppressed := i.panicLog.allow(time.Now()); ok {
+		i.log.Error("panic on the request path; answered 502", "route", route, "method", string(ctx.Method()),
+			"path", string(ctx.Request.Header.RequestURI()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()),
+			"suppressed_since_last", suppressed)
+	}
+	writeText(ctx, fasthttp.StatusBadGateway, statusBodies[fasthttp.StatusBadGateway])
 }
 
 func writeText(ctx *fasthttp.RequestCtx, code int, msg string) {
@@ -437,26 +478,10 @@ func isTimeout(err error) bool {
 // the prober outside it.
 func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Picked, error) {
 	var stack [16]string
-	due := stack[:0]
-	rs.mu.Lock()
-	pol := rs.policy
-	var p loadbalancer.Picked
-	var err error
-	if sp, ok := pol.(loadbalancer.SyncPicker); ok {
-		p, err = rs.pickSyncLocked(now, sp) // returns with rs.mu held again
-	} else {
-		p, err = pol.Pick(now, rs.rng)
-	}
+	pol, p, sel, due, err := rs.pickLocked(now, stack[:0])
 	if err != nil {
-		rs.mu.Unlock()
 		return nil, p, err
 	}
-	sel := rs.selections[p.Endpoint]
-	if rs.usesProbes {
-		rs.probeBuf = pol.ProbesDue(now, rs.rng, rs.probeBuf[:0])
-		due = append(due, rs.probeBuf...)
-	}
-	rs.mu.Unlock()
 	rs.inFlight.Add(1)
 	if sel != nil {
 		sel.Inc()
@@ -468,18 +493,43 @@ func (rs *routeState) pick(now time.Time) (loadbalancer.Policy, loadbalancer.Pic
 	return pol, p, nil
 }
 
-// pickSyncLocked is a synchronous-probing pick (prequal-sync): the policy
-// names the replicas to probe, the route lock is released while they are
-// probed concurrently, and the policy picks from this query's answers.
-// rs.mu is held on entry and on return.
-func (rs *routeState) pickSyncLocked(now time.Time, sp loadbalancer.SyncPicker) (loadbalancer.Picked, error) {
-	var stack [8]string
-	targets := sp.PlanSync(now, rs.rng, stack[:0])
-	need, timeout := sp.SyncWait()
-	rs.mu.Unlock()
-	answers := rs.syncProbe(targets, need, timeout)
+// pickLocked takes rs.mu and picks, appending the probes due to due. The
+// lock is released by a deferred call, so a panicking policy leaves it free
+// (forward recovers the panic). A synchronous-probing pick (prequal-sync):
+// the policy names the replicas to probe, the route lock is released while
+// they are probed concurrently, and the policy picks from this query's
+// answers.
+func (rs *routeState) pickLocked(now time.Time, due []string) (pol loadbalancer.Policy, p loadbalancer.Picked, sel prometheus.Counter, _ []string, err error) {
 	rs.mu.Lock()
-	return sp.PickSync(time.Now(), rs.rng, answers)
+	locked := true
+	defer func() {
+		if locked {
+			rs.mu.Unlock()
+		}
+	}()
+	pol = rs.policy
+	if sp, ok := pol.(loadbalancer.SyncPicker); ok {
+		var stack [8]string
+		targets := sp.PlanSync(now, rs.rng, stack[:0])
+		need, timeout := sp.SyncWait()
+		locked = false
+		rs.mu.Unlock()
+		answers := rs.syncProbe(targets, need, timeout)
+		rs.mu.Lock()
+		locked = true
+		p, err = sp.PickSync(time.Now(), rs.rng, answers)
+	} else {
+		p, err = pol.Pick(now, rs.rng)
+	}
+	if err != nil {
+		return nil, p, nil, due, err
+	}
+	sel = rs.selections[p.Endpoint]
+	if rs.usesProbes {
+		rs.probeBuf = pol.ProbesDue(now, rs.rng, rs.probeBuf[:0])
+		due = append(due, rs.probeBuf...)
+	}
+	return pol, p, sel, due, nil
 }
 
 // syncProbe probes targets concurrently and returns the answers that came
@@ -522,18 +572,7 @@ func (rs *routeState) syncProbe(targets []string, need int, timeout time.Duratio
 // ones first), for a retry: asking the policy again gave least-request the
 // endpoint that had just failed (its request released, it looked idle).
 func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Policy, loadbalancer.Picked, bool) {
-	rs.mu.Lock()
-	pol := rs.policy
-	op, ok := pol.(loadbalancer.OtherPicker)
-	var p loadbalancer.Picked
-	if ok {
-		p, ok = op.PickOther(now, rs.rng, avoid)
-	}
-	var sel prometheus.Counter
-	if ok {
-		sel = rs.selections[p.Endpoint]
-	}
-	rs.mu.Unlock()
+	pol, p, sel, ok := rs.pickOtherLocked(now, avoid)
 	if !ok {
 		return nil, p, false // nowhere else to go
 	}
@@ -544,10 +583,28 @@ func (rs *routeState) pickOther(now time.Time, avoid string) (loadbalancer.Polic
 	return pol, p, true
 }
 
+// pickOtherLocked is pickOther's part under rs.mu, released by a deferred
+// call (a panicking policy leaves it free).
+func (rs *routeState) pickOtherLocked(now time.Time, avoid string) (pol loadbalancer.Policy, p loadbalancer.Picked, sel prometheus.Counter, ok bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	pol = rs.policy
+	op, ok := pol.(loadbalancer.OtherPicker)
+	if ok {
+		p, ok = op.PickOther(now, rs.rng, avoid)
+	}
+	if ok {
+		sel = rs.selections[p.Endpoint]
+	}
+	return pol, p, sel, ok
+}
+
 // attemptDone reports one finished attempt to the policy that picked it and
 // to outlier detection.
 func (rs *routeState) attemptDone(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time) {
+	defer rs.inFlight.Add(-1)
 	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	rs.doneLocked(pol, p, latency, status, now)
 }
 
@@ -560,20 +617,22 @@ func (rs *routeState) attemptDoneFeedback(pol loadbalancer.Policy, p loadbalance
 	if ok {
 		fb = serverFeedback(h)
 	}
+	defer rs.inFlight.Add(-1)
 	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if fb.Known {
 		fu.ServerFeedback(now, p, fb)
 	}
 	rs.doneLocked(pol, p, latency, status, now)
 }
 
-// doneLocked finishes an attempt with rs.mu held and releases it.
+// doneLocked finishes an attempt with rs.mu held. The callers release the
+// lock and the in-flight count by deferred calls, so that a panicking
+// policy leaves neither taken.
 func (rs *routeState) doneLocked(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time) {
 	pol.Done(now, p, latency, status)
 	rs.ejectBuf = rs.outliers.observe(now, p.Endpoint, status, rs.ejectBuf[:0])
 	rs.applyEjectionsLocked(rs.ejectBuf, true)
-	rs.mu.Unlock()
-	rs.inFlight.Add(-1)
 }
 
 // Headers the backend adds to every /work answer (docs/DESIGN.md, the

@@ -61,6 +61,7 @@ type Metrics struct {
 	OutlierReturns    *prometheus.CounterVec // route
 	RejectedPaths     prometheus.Counter
 	ClientErrors      *prometheus.CounterVec // code
+	Panics            prometheus.Counter
 
 	gauges gaugeCollector
 }
@@ -136,6 +137,10 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "prequal_client_errors_total",
 			Help: "Requests the proxy could not read, by the answer they got: 400 (malformed, or without Host), 408 (stalled) or 413 (body over the limit). No route saw them.",
 		}, []string{"code"}),
+		Panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prequal_panics_total",
+			Help: "Requests whose handling panicked, each answered 502 (the panic is logged with its stack).",
+		}),
 	}
 	m.gauges = gaugeCollector{
 		snapshot: snapshot,
@@ -151,7 +156,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 	for _, c := range []prometheus.Collector{
 		m.Requests, m.RequestDuration, m.Selections, m.Fallbacks, m.ProbesSent, m.ProbeResults,
 		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths,
-		m.ClientErrors,
+		m.ClientErrors, m.Panics,
 		m.OutlierEjections, m.OutlierReturns, &m.gauges,
 	} {
 		if err := reg.Register(c); err != nil {

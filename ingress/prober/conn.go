@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 )
 
 // errNoAnswer is a connection that failed before a byte of answer came
@@ -17,7 +19,14 @@ var errNoAnswer = errors.New("prober: connection closed before an answer")
 type conn struct {
 	nc   net.Conn
 	buf  []byte
+	live liveness.Checker
 	idle time.Time // when it was last put back
+}
+
+func newConn(nc net.Conn) *conn {
+	c := &conn{nc: nc, buf: make([]byte, 1024)}
+	c.live.Init(nc)
+	return c
 }
 
 func (c *conn) close() { _ = c.nc.Close() }
@@ -82,9 +91,25 @@ type endpointConns struct {
 }
 
 // get returns an idle connection to endpoint if idle is set and one is
-// there, else nil, and the request to send it.
+// there, else nil, and the request to send it. An idle connection is taken
+// only while it is quiet: one the backend closed or sent bytes on since its
+// last answer (a second answer nobody asked for would be read as this
+// probe's) is closed instead. The check is one non-blocking syscall, made
+// outside the pool's lock.
 func (p *pool) get(endpoint string, idle bool) (*conn, []byte) {
 	now := time.Now()
+	for {
+		c, req := p.pop(endpoint, idle, now)
+		if c == nil || c.live.Usable() {
+			return c, req
+		}
+		c.close()
+	}
+}
+
+// pop takes the most recent idle connection to endpoint that is within the
+// idle timeout, if idle is set.
+func (p *pool) pop(endpoint string, idle bool, now time.Time) (*conn, []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.eps[endpoint]

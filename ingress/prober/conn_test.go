@@ -416,3 +416,43 @@ func TestProber_RunEndClosesConnections(t *testing.T) {
 		t.Fatal("Run returned with a connection open")
 	}
 }
+
+// Bytes that arrive on an idle connection after a complete answer (a
+// backend that answered twice) are not read as the next probe's answer:
+// the connection is checked before reuse and replaced.
+func TestProber_LateBytesAfterAnAnswerAreNotTheNextAnswer(t *testing.T) {
+	sendStray, strayWritten := make(chan struct{}), make(chan struct{})
+	var requests atomic.Int32
+	var first atomic.Bool
+	answer := func(c net.Conn, rif int32) {
+		body := fmt.Sprintf(`{"rif":%d,"latency_median_ms":4,"timestamp_ms":%d,"samples":3}`, rif, time.Now().UnixMilli())
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	addr, ln := rawServer(t, func(c net.Conn) {
+		stray := first.CompareAndSwap(false, true)
+		br := bufio.NewReader(c)
+		for readRequest(br) {
+			answer(c, requests.Add(1))
+			if stray {
+				stray = false
+				<-sendStray // once the prober has read the answer and put the connection back
+				answer(c, 99)
+				close(strayWritten)
+			}
+		}
+	})
+	p := newProber(t, Config{Timeout: 5 * time.Second})
+	for i := int32(1); i <= 4; i++ {
+		r := p.Probe(context.Background(), addr)
+		if r.Outcome != loadbalancer.ProbeOK || r.Reply.RIF != int(i) {
+			t.Fatalf("probe %d: %v with rif %d, want ok with the backend's rif %d", i, r.Outcome, r.Reply.RIF, i)
+		}
+		if i == 1 {
+			close(sendStray)
+			<-strayWritten
+		}
+	}
+	if n := ln.accepted.Load(); n != 2 {
+		t.Fatalf("accepted %d connections, want 2 (the one with stray bytes replaced)", n)
+	}
+}

@@ -9,8 +9,11 @@
 // A probe is cheap: the worker that takes it writes a request prepared once
 // per endpoint on an idle connection to that endpoint (or dials one), reads
 // the answer into the connection's own buffer and parses it in place, with
-// deadlines for the timeout. No goroutine is started per probe and the
-// exchange does not allocate.
+// deadlines for the timeout. No goroutine is started per enqueued probe and
+// the exchange does not allocate. An idle connection is reused only while
+// it is quiet (one non-blocking peek: nothing sent by the backend since the
+// last answer, no close), and one with bytes past its answer is not kept,
+// so a connection never gets out of step with its backend.
 package prober
 
 import (
@@ -225,5 +228,5 @@ func (p *Prober) dial(ctx context.Context, endpoint string, deadline time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	return &conn{nc: nc, buf: make([]byte, 1024)}, nil
+	return newConn(nc), nil
 }

@@ -532,7 +532,9 @@ func (rs *routeState) pickLocked(now time.Time, due []string) (pol loadbalancer.
 	return pol, p, sel, due, nil
 }
 
-// syncProbe probes targets concurrently and returns the answers that came
+// syncProbe probes targets concurrently, one goroutine each (not through
+// the prober's workers, whose queue would make the query's pick wait behind
+// other routes' probes), and returns the answers that came
 // in before need of them succeeded or timeout passed. Probes still out then
 // finish on their own (bounded by the probe timeout) so their connections
 // can be reused; their answers are dropped, never fed to the policy.

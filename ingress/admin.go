@@ -43,14 +43,11 @@ func (i *Ingress) Run(ctx context.Context) error {
 		defer close(done)
 		i.prober.Run(ctx)
 	}()
-	var probeTick <-chan time.Time
-	if every := i.opts.Policy.Prequal.IdleProbeInterval; every > 0 {
-		// Tick well inside the idle interval so an idle route's probes are
-		// not late by up to a whole interval.
-		t := time.NewTicker(max(every/4, 5*time.Millisecond))
-		defer t.Stop()
-		probeTick = t.C
-	}
+	// The idle ticker asks every route whose policy probes for the probes
+	// it owes without traffic (Prequal's minimum probe rate, the polling
+	// of wrr and yarp-po2c), whatever the policy.
+	probeTick := time.NewTicker(idleProbeTick(i.opts.Policy))
+	defer probeTick.Stop()
 	// Connections are also checked when taken, so the sweep only bounds
 	// how long an unused one stays open past its idle timeout.
 	sweep := time.NewTicker(max(i.opts.UpstreamIdleTimeout/4, 5*time.Millisecond))
@@ -60,7 +57,7 @@ loop:
 		select {
 		case <-ctx.Done():
 			break loop
-		case now := <-probeTick:
+		case now := <-probeTick.C:
 			for _, rs := range i.table.Load().routes {
 				rs.idleProbes(now)
 			}
@@ -71,6 +68,18 @@ loop:
 	<-done
 	i.upstreams.closeIdle(time.Now(), true)
 	return nil
+}
+
+// idleProbeTick is the idle ticker's period: a quarter of the shortest
+// probe interval configured (Prequal's idle probe interval when set, WRR's
+// period, YARP's poll), so no idle probe is late by more than that, and at
+// least 5 ms.
+func idleProbeTick(cfg loadbalancer.Config) time.Duration {
+	every := min(cfg.WRR.Period, cfg.YARP.Poll)
+	if p := cfg.Prequal.IdleProbeInterval; p > 0 {
+		every = min(every, p)
+	}
+	return max(every/4, 5*time.Millisecond)
 }
 
 // State is a snapshot of every route's configuration and counters.

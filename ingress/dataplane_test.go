@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -631,5 +632,38 @@ func TestProxy_PanicIsAnsweredAndTheIngressGoesOn(t *testing.T) {
 	}
 	if n := logs.count("panic on the request path"); n == 0 {
 		t.Fatal("no panic logged")
+	}
+}
+
+// probeServer answers probes (and counts them) and nothing else.
+func probeServer(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/prequal/probe" {
+			http.NotFound(w, r)
+			return
+		}
+		n.Add(1)
+		fmt.Fprintf(w, `{"rif":1,"latency_median_ms":2,"timestamp_ms":%d,"samples":3}`, time.Now().UnixMilli())
+	}))
+	t.Cleanup(be.Close)
+	return strings.TrimPrefix(be.URL, "http://"), &n
+}
+
+// The polling policies (wrr, yarp-po2c) keep polling an idle route when
+// Prequal's idle probes are off: the idle ticker runs for every policy that
+// probes, not only when Prequal's IdleProbeInterval is set.
+func TestRun_IdleRoutesOfPollingPoliciesArePolled(t *testing.T) {
+	for _, algo := range []string{"wrr", "yarp-po2c"} {
+		t.Run(algo, func(t *testing.T) {
+			addr, probes := probeServer(t)
+			cfg := loadbalancer.DefaultConfig()
+			cfg.Prequal.IdleProbeInterval = 0
+			cfg.WRR.Period = 20 * time.Millisecond
+			cfg.YARP.Poll = 20 * time.Millisecond
+			_, _ = newTestIngress(t, Options{DefaultAlgorithm: algo, Policy: cfg}, route.Spec{Key: "w", Path: "/", Endpoints: []string{addr}})
+			waitFor(t, "an idle route's endpoint to be polled again and again", func() bool { return probes.Load() >= 3 })
+		})
 	}
 }

@@ -667,3 +667,40 @@ func TestRun_IdleRoutesOfPollingPoliciesArePolled(t *testing.T) {
 		})
 	}
 }
+
+// A request that expects 100 Continue for a body over --max-body-size gets
+// 413 at once, without the 100 Continue that would have the client send
+// the body; one within the limit gets the 100 Continue and goes through.
+func TestProxy_ExpectContinueOverTheLimitGets413Directly(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", MaxBodySize: 1024},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	// The head only: the client waits for 100 Continue before the body.
+	out := exchangeRaw(t, addr, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n")
+	if statusLine(out) != "HTTP/1.1 413 Request Entity Too Large" || strings.Contains(out, "100 Continue") {
+		t.Fatalf("Expect: 100-continue with 5000 bytes over a 1024 limit: %q, want 413 and no 100 Continue", out)
+	}
+	if n := len(be.requests()); n != 0 {
+		t.Fatalf("the backend got %d requests", n)
+	}
+	if v, _ := metricTotal(t, ing, "prequal_client_errors_total"); v != 1 {
+		t.Fatalf("prequal_client_errors_total = %v, want 1", v)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(deadline))
+	br := bufio.NewReader(c)
+	_, _ = io.WriteString(c, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n")
+	if line, _ := br.ReadString('\n'); line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("within the limit: %q, want 100 Continue", line)
+	}
+	_, _ = io.WriteString(c, "hello")
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "HTTP/1.1 200 OK") {
+		t.Fatalf("within the limit, after the body: %q", rest)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -172,6 +173,7 @@ func (i *Ingress) ProxyServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                      i.serve,
 		ErrorHandler:                 i.clientError,
+		ExpectHandler:                i.expectContinue,
 		ReadTimeout:                  i.opts.ClientBodyTimeout,
 		WriteTimeout:                 i.opts.UpstreamReadTimeout,
 		IdleTimeout:                  120 * time.Second,
@@ -184,6 +186,18 @@ func (i *Ingress) ProxyServer() *fasthttp.Server {
 		CloseOnShutdown:              true,
 		Logger:                       discardLogger{},
 	}
+}
+
+// expectContinue answers a request that asks for 100 Continue before it
+// sends its body: 413 at once for a body declared over the size limit (the
+// client then need not send it), 100 Continue otherwise.
+func (i *Ingress) expectContinue(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() > i.opts.MaxBodySize {
+		i.metrics.ClientErrors.WithLabelValues(strconv.Itoa(fasthttp.StatusRequestEntityTooLarge)).Inc()
+		writeText(ctx, fasthttp.StatusRequestEntityTooLarge, statusBodies[fasthttp.StatusRequestEntityTooLarge])
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 // discardLogger drops fasthttp's own log lines: every failure it reports

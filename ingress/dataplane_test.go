@@ -704,3 +704,47 @@ func TestProxy_ExpectContinueOverTheLimitGets413Directly(t *testing.T) {
 		t.Fatalf("within the limit, after the body: %q", rest)
 	}
 }
+
+// histogramSum is the sum of a histogram family's observations.
+func histogramSum(t *testing.T, ing *Ingress, name string) float64 {
+	t.Helper()
+	mfs, err := ing.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				sum += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return sum
+}
+
+// prequal_request_duration_seconds is what the client waited, from the
+// first pick to the end of the body: a retried request's covers both
+// attempts, not the second only.
+func TestProxy_RequestDurationCoversTheRetry(t *testing.T) {
+	const firstAttempt = 150 * time.Millisecond
+	slow := startRawBackend(t, func(int, string) (string, bool) {
+		time.Sleep(firstAttempt) // the backend's own pace: it reads the request, then hangs up unanswered
+		return "", true
+	})
+	fast := startRawBackend(t, answerOK)
+	ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", Retry: true, Outlier: OutlierConfig{Disabled: true}},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{slow.addr, fast.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	for range 2 { // round-robin: one of the two goes to the slow endpoint first
+		if got := statusLine(exchangeRaw(t, addr, "GET /work HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); got != "HTTP/1.1 200 OK" {
+			t.Fatalf("GET = %q, want 200 after the retry", got)
+		}
+	}
+	if n := len(slow.requests()); n != 1 {
+		t.Fatalf("the slow endpoint got %d requests, want 1", n)
+	}
+	if sum := histogramSum(t, ing, "prequal_request_duration_seconds"); sum < firstAttempt.Seconds() {
+		t.Fatalf("request durations sum to %.3fs, less than the first attempt's %v", sum, firstAttempt)
+	}
+}

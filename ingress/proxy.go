@@ -164,6 +164,7 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 	}()
 	rs.ing.prepareRequest(ctx)
 	start = time.Now()
+	first := start // the request's duration runs from here, retries included
 	pol, p, err := rs.pick(start)
 	if err != nil {
 		rs.noEndpoint.Add(1)
@@ -205,8 +206,8 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	code := resp.StatusCode()
-	rs.attemptDoneFeedback(pol, p, lat, code, now, &resp.Header)
-	rs.duration.Observe(lat.Seconds())
+	rs.attemptDoneFeedback(pol, p, lat, code, now, &resp.Header) // the policy hears of its attempt's latency
+	rs.duration.Observe(now.Sub(first).Seconds())
 	rs.finish(code)
 	cleanResponse(&resp.Header)
 }

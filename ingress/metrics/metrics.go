@@ -76,7 +76,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		}, []string{LabelRoute, LabelCode}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "prequal_request_duration_seconds",
-			Help:    "Time from picking an endpoint to the end of the response body, by route.",
+			Help:    "Time from the first pick of an endpoint to the end of the response body, by route (a retried request's covers both attempts).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms .. 16 s
 		}, []string{LabelRoute}),
 		Selections: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -748,3 +748,34 @@ func TestProxy_RequestDurationCoversTheRetry(t *testing.T) {
 		t.Fatalf("request durations sum to %.3fs, less than the first attempt's %v", sum, firstAttempt)
 	}
 }
+
+// An HTTP/1.0 client's requests go upstream as HTTP/1.1 on a kept-alive
+// connection, as every other request (the request line said HTTP/1.0, so
+// the backend closed each connection after its answer).
+func TestProxy_HTTP10ClientsGoUpstreamAsHTTP11(t *testing.T) {
+	be := startRawBackend(t, func(_ int, head string) (string, bool) {
+		// As a backend does: an HTTP/1.0 request without keep-alive ends its connection.
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", strings.Contains(headLines(head)[0], "HTTP/1.0")
+	})
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	for range 3 {
+		if out := exchangeRaw(t, addr, "GET /work HTTP/1.0\r\nHost: x\r\n\r\n"); answerBody(out) != "ok" {
+			t.Fatalf("HTTP/1.0 GET = %q", out)
+		}
+	}
+	for _, r := range be.requests() {
+		lines := headLines(r)
+		if lines[0] != "GET /work HTTP/1.1" {
+			t.Errorf("the backend got %q, want HTTP/1.1", lines[0])
+		}
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(strings.ToLower(l), "connection:") {
+				t.Errorf("the backend got %q", l)
+			}
+		}
+	}
+	if n := be.connections(); n != 1 {
+		t.Errorf("%d backend connections for 3 requests, want 1 kept alive", n)
+	}
+}

@@ -302,7 +302,7 @@ func connectionTokens(values [][]byte, drop func(name []byte)) {
 }
 
 // prepareRequest makes the inbound request the outbound one: without
-// hop-by-hop headers, keep-alive towards the backend, and with the
+// hop-by-hop headers, HTTP/1.1 and keep-alive towards the backend, and with the
 // X-Forwarded-* and X-Real-IP headers that name the client. The Host
 // header and the request target pass unchanged.
 func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
@@ -318,6 +318,12 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 		h.Del(fasthttp.HeaderConnection)
 	}
 	h.ResetConnectionClose()
+	if !h.IsHTTP11() {
+		// An HTTP/1.0 client's request goes upstream as HTTP/1.1 too, so
+		// its connection is kept alive (the client's own is the server's
+		// business, decided before the handler ran).
+		h.SetProtocol("HTTP/1.1")
+	}
 	for _, name := range hopHeaders {
 		h.Del(name)
 	}

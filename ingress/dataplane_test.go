@@ -779,3 +779,23 @@ func TestProxy_HTTP10ClientsGoUpstreamAsHTTP11(t *testing.T) {
 		t.Errorf("%d backend connections for 3 requests, want 1 kept alive", n)
 	}
 }
+
+// A Connection header naming Host does not take the Host away: the request
+// goes upstream with the client's Host (without one it could not be sent).
+func TestProxy_ConnectionNamingHostKeepsHost(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "GET /work HTTP/1.1\r\nHost: Bench.local\r\nX-Hop: 1\r\nConnection: Host, X-Hop, close\r\n\r\n")
+	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("GET with Connection: Host = %q, want 200", got)
+	}
+	lines := headLines(be.requests()[0])
+	if lines[1] != "Host: Bench.local" {
+		t.Fatalf("the backend got %q, want the client's Host", lines[1])
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "X-Hop") {
+			t.Fatalf("the backend got %q, a header the Connection header named", l)
+		}
+	}
+}

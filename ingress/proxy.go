@@ -283,6 +283,8 @@ func writeText(ctx *fasthttp.RequestCtx, code int, msg string) {
 // backend as a plain request, as through nginx without upgrade settings.
 var hopHeaders = []string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Upgrade"}
 
+var hostHeader = []byte(fasthttp.HeaderHost)
+
 // connectionTokens calls drop for every header named in the Connection
 // header fields of a request or response.
 func connectionTokens(values [][]byte, drop func(name []byte)) {
@@ -314,7 +316,11 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Request.Header
 	h.SetNoDefaultContentType(true) // a body without a Content-Type goes without one
 	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
-		connectionTokens(conn, h.DelBytes)
+		connectionTokens(conn, func(name []byte) {
+			if !bytes.EqualFold(name, hostHeader) { // not hop-by-hop, whatever the client says
+				h.DelBytes(name)
+			}
+		})
 		h.Del(fasthttp.HeaderConnection)
 	}
 	h.ResetConnectionClose()

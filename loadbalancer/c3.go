@@ -35,9 +35,12 @@ import (
 //
 // Without feedback (an old backend) a server's score is q̂³·R, R the EWMA
 // of latency, the formula with the service time taken as the whole
-// latency and no queue. A server never answered yet scores os (in
-// nanoseconds: below every measured score), so each is tried, one request
-// at a time, before its first answer.
+// latency and no queue. A server with no sample yet scores 0 while it has
+// nothing outstanding here (so each is tried) and os·c3Unsampled, above
+// every measured score, while it has: one request at a time until its
+// first sample, the fewest outstanding first among such servers. (It
+// scored os in nanoseconds, below every measured score, so a new server
+// took every pick until its first answer.)
 type c3 struct {
 	probeless
 	cfg    C3Config
@@ -51,6 +54,12 @@ type c3State struct {
 	fb, seen            bool
 	pending             ServerFeedback // handed in just before Done
 }
+
+// c3Unsampled is the score of a server with no sample yet per request
+// outstanding here: far above any measured score (those stay below
+// 1e40 even at a million requests queued), so such a server waits for
+// its first answer while any sampled one is healthy.
+const c3Unsampled = 1e300
 
 var _ Policy = (*c3)(nil)
 var _ FeedbackUser = (*c3)(nil)
@@ -82,7 +91,7 @@ func (c *c3) rescore(i int) {
 	case s.seen:
 		c.scores[i] = qhat * qhat * qhat * s.lat
 	default:
-		c.scores[i] = os
+		c.scores[i] = os * c3Unsampled
 	}
 }
 

@@ -369,3 +369,49 @@ func TestWRR_WeightRatioClamped(t *testing.T) {
 		t.Errorf("big endpoint's share %.3f, want %.3f (10× the mean)", s[eps[0]], want)
 	}
 }
+
+// A server never answered is tried one request at a time until its first
+// answer, however busy the answered ones are: with 3 servers answered at
+// 5 ms and a 4th added, 50 picks without a Done send the new one exactly
+// one (it scored its outstanding count in ns, below every measured score,
+// and took all 50).
+func TestC3_NewEndpointOneRequestUntilItsFirstAnswer(t *testing.T) {
+	p := newPolicy(t, "c3", 3, nil).(*c3)
+	for i := range 3 {
+		pk := p.pick(i)
+		p.ServerFeedback(at(0), pk, ServerFeedback{Known: true, ServiceTime: 5 * time.Millisecond})
+		p.Done(at(0), pk, 5*time.Millisecond, 200)
+	}
+	eps := append(addrs(3), "10.9.9.9:1")
+	p.SetEndpoints(at(1), eps)
+	rng := newRNG()
+	var picks []Picked
+	for range 50 {
+		picks = append(picks, mustPick(t, p, at(2), rng))
+	}
+	if got := picksByAddr(p.Stats())[eps[3]]; got != 1 {
+		t.Fatalf("the new endpoint got %d of 50 picks before its first answer, want 1", got)
+	}
+	// Its first answer (as fast as the others) gives it a real score: it
+	// takes picks again.
+	for _, pk := range picks {
+		if pk.Endpoint == eps[3] {
+			p.ServerFeedback(at(3), pk, ServerFeedback{Known: true, ServiceTime: 5 * time.Millisecond})
+			p.Done(at(3), pk, 5*time.Millisecond, 200)
+		}
+	}
+	if s := shares(t, p, 4, 400); s[eps[3]] < 0.1 {
+		t.Errorf("after its first answer the new endpoint's share is %.3f, want a fair part", s[eps[3]])
+	}
+	// With no endpoint answered yet (a start, or after Reset) the fewest
+	// outstanding goes first: 8 picks over 4 put 2 on each.
+	fresh := newPolicy(t, "c3", 4, nil)
+	for range 8 {
+		mustPick(t, fresh, at(6), rng)
+	}
+	for i, e := range fresh.Stats().Endpoints {
+		if e.InFlight != 2 {
+			t.Errorf("no answers yet: endpoint %d has %d of 8 picks in flight, want 2", i, e.InFlight)
+		}
+	}
+}

@@ -41,6 +41,13 @@ import (
 // first sample, the fewest outstanding first among such servers. (It
 // scored os in nanoseconds, below every measured score, so a new server
 // took every pick until its first answer.)
+//
+// Samples: a failed answer (status 0 or >= 500) gives no service time and
+// no R, and neither does a service time of 0, which is how the backend
+// answers a request it shed (503, full queue, X-Prequal-Service-Us: 0):
+// folding that 0 into 1/μ̄ made the cubic queue term vanish on exactly
+// the replica whose queue was full. The queue size of any answer that
+// carried it is a sample.
 type c3 struct {
 	probeless
 	cfg    C3Config
@@ -51,8 +58,9 @@ type c3 struct {
 type c3State struct {
 	rMinusS, svc, queue float64 // EWMAs with feedback (ns, ns, requests)
 	lat                 float64 // EWMA of latency, for servers without feedback
-	fb, seen            bool
-	pending             ServerFeedback // handed in just before Done
+	// fb: rMinusS and svc hold a sample; queued: queue does; seen: lat does.
+	fb, queued, seen bool
+	pending          ServerFeedback // handed in just before Done
 }
 
 // c3Unsampled is the score of a server with no sample yet per request
@@ -84,9 +92,11 @@ func (c *c3) rescore(i int) {
 	s := &c.st[i]
 	os := float64(c.gates[i].inFlight)
 	qhat := 1 + os*float64(c.cfg.Clients)
+	if s.queued {
+		qhat += s.queue
+	}
 	switch {
 	case s.fb:
-		qhat += s.queue
 		c.scores[i] = s.rMinusS + qhat*qhat*qhat*s.svc
 	case s.seen:
 		c.scores[i] = qhat * qhat * qhat * s.lat
@@ -168,15 +178,20 @@ func (c *c3) Done(now time.Time, pk Picked, latency time.Duration, status int) {
 		return a*x + (1-a)*old
 	}
 	lat := float64(max(latency, 0))
+	ok := !failed(status)
 	if fb := s.pending; fb.Known {
-		svc := float64(max(fb.ServiceTime, 0))
-		s.rMinusS = ew(s.rMinusS, max(lat-svc, 0), !s.fb)
-		s.svc = ew(s.svc, svc, !s.fb)
-		s.queue = ew(s.queue, float64(max(fb.QueueSize, 0)), !s.fb)
-		s.fb = true
+		s.queue = ew(s.queue, float64(max(fb.QueueSize, 0)), !s.queued)
+		s.queued = true
+		if svc := float64(fb.ServiceTime); ok && svc > 0 {
+			s.rMinusS = ew(s.rMinusS, max(lat-svc, 0), !s.fb)
+			s.svc = ew(s.svc, svc, !s.fb)
+			s.fb = true
+		}
 	}
-	s.lat = ew(s.lat, lat, !s.seen)
-	s.seen = true
+	if ok {
+		s.lat = ew(s.lat, lat, !s.seen)
+		s.seen = true
+	}
 	s.pending = ServerFeedback{}
 	c.rescore(i)
 }

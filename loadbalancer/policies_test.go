@@ -415,3 +415,49 @@ func TestC3_NewEndpointOneRequestUntilItsFirstAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A shed request (503, X-Prequal-Service-Us: 0) is a queue-size sample,
+// not a service-time one: the shedding server's 1/μ̄ must not fall toward
+// 0, or the cubic queue term vanishes on exactly the replica whose queue
+// is full.
+func TestC3_ShedAnswersGiveNoServiceTimeSample(t *testing.T) {
+	p := newPolicy(t, "c3", 2, nil).(*c3)
+	eps := addrs(2)
+	answer := func(ep, queue int, svc time.Duration, lat time.Duration, status int) {
+		pk := p.pick(ep)
+		p.ServerFeedback(at(0), pk, ServerFeedback{Known: true, QueueSize: queue, ServiceTime: svc})
+		p.Done(at(0), pk, lat, status)
+	}
+	answer(0, 0, 10*time.Millisecond, 10*time.Millisecond, 200)
+	answer(1, 2, 10*time.Millisecond, 30*time.Millisecond, 200)
+	for range 5 { // eps[1] sheds: full queue of 4, answered at once
+		answer(1, 4, 0, 200*time.Microsecond, 503)
+	}
+	if got := p.st[1].svc; got != float64(10*time.Millisecond) {
+		t.Errorf("service time EWMA after 503s = %v, want the 10 ms of its one served answer", time.Duration(got))
+	}
+	if got := p.st[1].queue; got < 3.9 {
+		t.Errorf("queue EWMA after 503s with queue 4 = %.2f, want about 4 (the queue sample is kept)", got)
+	}
+	rng := newRNG()
+	for range 20 {
+		pk := mustPick(t, p, at(1), rng)
+		if pk.Endpoint != eps[0] {
+			t.Fatalf("picked the shedding server (queue %.1f) over an idle one", p.st[1].queue)
+		}
+		p.Done(at(1), pk, 10*time.Millisecond, 200)
+	}
+	// A server whose only answers so far are failures has no sample: one
+	// request at a time, as a new one.
+	q := newPolicy(t, "c3", 2, nil).(*c3)
+	pk := q.pick(1)
+	q.ServerFeedback(at(0), pk, ServerFeedback{Known: true, QueueSize: 4})
+	q.Done(at(0), pk, time.Millisecond, 503)
+	if q.st[1].fb || q.st[1].seen {
+		t.Errorf("a 503 gave a sample: %+v", q.st[1])
+	}
+	q.Done(at(0), q.pick(0), time.Millisecond, 500)
+	if q.st[0].seen {
+		t.Errorf("a 500 without feedback gave a latency sample: %+v", q.st[0])
+	}
+}

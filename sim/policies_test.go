@@ -168,3 +168,42 @@ func TestWorld_C3CountsTheSimulatedClients(t *testing.T) {
 		t.Errorf("C3.Clients = %d after the scenario set 7, want 7", got)
 	}
 }
+
+// TestWorld_C3DoesNotLearnFromShedAnswers: a small replica (1 slot, a
+// queue of 2) among three of 4 slots at 60% load. When its queue is full
+// it sheds with 503 and X-Prequal-Service-Us: 0; c3 must read that as a
+// full queue, not as a zero service time (which made the cubic queue term
+// vanish on exactly that replica, so it drew more picks and shed more).
+func TestWorld_C3DoesNotLearnFromShedAnswers(t *testing.T) {
+	cfg := Config{
+		Seed: 5, Clients: 3, Algorithm: "c3", Policy: loadbalancer.DefaultConfig(), Network: DefaultNetwork,
+		Routes: []Route{{Name: "work", Groups: []Group{
+			{Name: "big", Replicas: 3, Mode: "io", ServiceTime: 20 * time.Millisecond, Distribution: "normal", Concurrency: 4, QueueLimit: 1024},
+			{Name: "small", Replicas: 1, Mode: "io", ServiceTime: 20 * time.Millisecond, Distribution: "normal", Concurrency: 1, QueueLimit: 2},
+		}}},
+	}
+	// Capacity 3·200 + 50 = 650 requests/s; 60% of it.
+	l := Load{Open: []Phase{{Kind: KindConstant, Duration: 4 * time.Second, Rate: 390}}, Timeout: 10 * time.Second, Targets: evenTargets(3), Seed: 3}
+	w, res := runTwice(t, cfg, l)
+	var small, all uint64
+	for _, c := range w.Snapshot() {
+		for _, r := range c.Routes {
+			for _, e := range r.Stats.Endpoints {
+				all += e.Picks
+				if strings.HasPrefix(e.Address, "small-") {
+					small += e.Picks
+				}
+			}
+		}
+	}
+	share := float64(small) / float64(all)
+	t.Logf("small replica's share %.3f (capacity share %.3f), errors %d of %d", share, 50.0/650, res.Errors, res.Sent)
+	// Seeds 1-6: 0.116-0.139 of the picks and 0.8-2.1% errors; learning
+	// from the shed answers, 0.157-0.226 and 3.9-9.6%.
+	if share > 0.15 {
+		t.Errorf("the small replica got %.3f of the picks (capacity share %.3f): c3 learns from its shed answers", share, 50.0/650)
+	}
+	if float64(res.Errors) > 0.03*float64(res.Sent) {
+		t.Errorf("%d errors of %d sent: the small replica sheds", res.Errors, res.Sent)
+	}
+}

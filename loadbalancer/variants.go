@@ -18,7 +18,10 @@ import (
 // The canonical spelling is what artifacts and reports carry: the base name
 // canonicalised, keys lower case and sorted, numbers in their shortest form
 // (strconv 'g', -1), integers without a fraction, durations as Go prints
-// them (time.Duration.String). Parameters equal to their default are kept:
+// them (time.Duration.String) but in ASCII: microseconds as "us", never
+// "µs" (FormatDuration), since names travel through shells, file names and
+// hook substitutions that refuse non-ASCII; "µs" and "μs" are still read.
+// Parameters equal to their default are kept:
 // a sweep that includes the default value must still name it. A plain name
 // ("prequal") and empty braces both canonicalise to the plain name, so every
 // artifact from before variants still reads.
@@ -323,7 +326,7 @@ func (p *paramSpec) want() string {
 	case kindInt:
 		return fmt.Sprintf("an integer in %s%g, %g]", lb, p.lo, p.hi)
 	case kindDuration:
-		return fmt.Sprintf("a duration like 500ms in %s%v, %v]", lb, time.Duration(p.lo), time.Duration(p.hi))
+		return fmt.Sprintf("a duration like 500ms in %s%s, %s]", lb, FormatDuration(time.Duration(p.lo)), FormatDuration(time.Duration(p.hi)))
 	}
 	return fmt.Sprintf("a number in %s%g, %g]", lb, p.lo, p.hi)
 }
@@ -363,9 +366,16 @@ func (p *paramSpec) format(x float64) string {
 	case kindInt:
 		return strconv.FormatInt(int64(x), 10)
 	case kindDuration:
-		return time.Duration(x).String()
+		return FormatDuration(time.Duration(x))
 	}
 	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// FormatDuration is d as time.Duration.String prints it, with "us" for
+// microseconds instead of "µs": the canonical, ASCII spelling of a
+// duration parameter (time.ParseDuration reads it back).
+func FormatDuration(d time.Duration) string {
+	return strings.Replace(d.String(), "µs", "us", 1)
 }
 
 // ConfigFor returns cfg with the parameters of the variant name written

@@ -179,3 +179,59 @@ func TestP2C_DChoices(t *testing.T) {
 		t.Errorf("choices=3 of 4 never picked the second least loaded (drawn without the first 1/4 of the time): %v", seen)
 	}
 }
+
+// Canonical names are ASCII: a duration below a millisecond is spelled
+// "us", as Go prints it otherwise ("µs" broke the external env's hook
+// substitution), and both micro signs are still read.
+func TestCanonical_DurationsAreASCII(t *testing.T) {
+	tests := map[string]string{
+		"prequal-sync{timeout=500us}":    "prequal-sync{timeout=500us}",
+		"prequal-sync{timeout=500µs}":    "prequal-sync{timeout=500us}", // U+00B5 micro sign
+		"prequal-sync{timeout=500μs}":    "prequal-sync{timeout=500us}", // U+03BC Greek mu
+		"prequal-sync{timeout=1.5ms}":    "prequal-sync{timeout=1.5ms}",
+		"prequal-sync{timeout=1500ns}":   "prequal-sync{timeout=1.5us}",
+		"prequal{maxage=250000ns}":       "prequal{maxage=250us}",
+		"wrr{blackout=0,expiry=999us}":   "wrr{blackout=0s,expiry=999us}",
+		"ewma{decay=0.0005s}":            "ewma{decay=500us}",
+		"peak-ewma{decay=1h}":            "peak-ewma{decay=1h0m0s}",
+		"yarp-po2c{poll=1ms}":            "yarp-po2c{poll=1ms}",
+		"prequal-sync{d=2,timeout=3ms}":  "prequal-sync{d=2,timeout=3ms}",
+		"prequal-sync{timeout=10.25µs}":  "prequal-sync{timeout=10.25us}",
+		"prequal{maxage=1m0.5ms}":        "prequal{maxage=1m0.0005s}",
+		"prequal-sync{timeout=500us }":   "prequal-sync{timeout=500us}",
+		"prequal-sync{timeout=0.5ms}":    "prequal-sync{timeout=500us}",
+		"prequal-sync{timeout=999999ns}": "prequal-sync{timeout=999.999us}",
+	}
+	for in, want := range tests {
+		got, err := Canonical(in)
+		if err != nil || got != want {
+			t.Errorf("Canonical(%q) = %q, %v; want %q", in, got, err, want)
+			continue
+		}
+		for _, r := range got {
+			if r > 0x7e {
+				t.Errorf("Canonical(%q) = %q holds non-ASCII %q", in, got, r)
+			}
+		}
+		// The canonical spelling reads back to itself, and to the same
+		// configuration as the input.
+		if again, err := Canonical(got); err != nil || again != got {
+			t.Errorf("Canonical(%q) = %q, %v: not a fixed point", got, again, err)
+		}
+		c1, err1 := ConfigFor(in, DefaultConfig())
+		c2, err2 := ConfigFor(got, DefaultConfig())
+		if err1 != nil || err2 != nil || !cmp.Equal(c1, c2) {
+			t.Errorf("%q and its canonical %q configure differently (%v, %v)", in, got, err1, err2)
+		}
+	}
+	// Every parameter's default is spelled in ASCII too.
+	for _, name := range Names() {
+		for _, p := range Params(name) {
+			for _, r := range p.Default {
+				if r > 0x7e {
+					t.Errorf("%s: parameter %s default %q holds non-ASCII %q", name, p.Name, p.Default, r)
+				}
+			}
+		}
+	}
+}

@@ -21,6 +21,9 @@ func TestParseSweep_Canonical(t *testing.T) {
 		// A base variant fixes the other parameters; its commas and colon-free braces parse.
 		{"prequal{qrif=0.6,probes=2}:pool=4,16", Sweep{Base: "prequal{probes=2,qrif=0.6}", Param: "pool", Values: []string{"4", "16"},
 			Variants: []string{"prequal{pool=4,probes=2,qrif=0.6}", "prequal{pool=16,probes=2,qrif=0.6}"}}},
+		// Durations in ASCII: the micro signs read, "us" written.
+		{"prequal-sync:timeout=500µs,0.75ms,1ms", Sweep{Base: "prequal-sync", Param: "timeout", Values: []string{"500us", "750us", "1ms"},
+			Variants: []string{"prequal-sync{timeout=500us}", "prequal-sync{timeout=750us}", "prequal-sync{timeout=1ms}"}}},
 		{"power-of-two:choices=2,3,4", Sweep{Base: "p2c", Param: "choices", Values: []string{"2", "3", "4"},
 			Variants: []string{"p2c{choices=2}", "p2c{choices=3}", "p2c{choices=4}"}}},
 	}

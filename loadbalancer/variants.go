@@ -389,3 +389,21 @@ func ConfigFor(name string, cfg Config) (Config, error) {
 	v.apply(&cfg)
 	return cfg, nil
 }
+
+// ParamValue is the canonical spelling of parameter param of the policy
+// name (a plain name or a variant) when it is built from cfg: the
+// variant's own value if it sets param, else cfg's. ok is false when the
+// name does not parse or its policy has no such parameter. A report uses
+// it to place the plain algorithm of a sweep at its own value.
+func ParamValue(name, param string, cfg Config) (value string, ok bool) {
+	v, err := parseVariant(name)
+	if err != nil {
+		return "", false
+	}
+	spec := findParam(v.base, strings.ToLower(strings.TrimSpace(param)))
+	if spec == nil {
+		return "", false
+	}
+	v.apply(&cfg)
+	return spec.format(spec.get(&cfg)), true
+}

@@ -235,3 +235,32 @@ func TestCanonical_DurationsAreASCII(t *testing.T) {
 		}
 	}
 }
+
+func TestParamValue_VariantOverConfig(t *testing.T) {
+	def := DefaultConfig()
+	set := DefaultConfig()
+	set.Prequal.QRIF = 0.6
+	tests := []struct {
+		name, param string
+		cfg         Config
+		want        string
+		ok          bool
+	}{
+		{"prequal", "qrif", def, "0.8408964152537146", true}, // 2^-0.25
+		{"pq", "QRIF", def, "0.8408964152537146", true},
+		{"prequal", "qrif", set, "0.6", true},
+		{"prequal{qrif=0.9}", "qrif", set, "0.9", true},
+		{"prequal{probes=2}", "qrif", def, "0.8408964152537146", true},
+		{"prequal-sync", "timeout", def, "3ms", true},
+		{"prequal-sync{timeout=500µs}", "timeout", def, "500us", true},
+		{"round-robin", "qrif", def, "", false},
+		{"prequal", "nope", def, "", false},
+		{"nope", "qrif", def, "", false},
+	}
+	for _, tc := range tests {
+		got, ok := ParamValue(tc.name, tc.param, tc.cfg)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParamValue(%q, %q) = %q, %v; want %q, %v", tc.name, tc.param, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -3,9 +3,7 @@ package reports
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -121,31 +119,19 @@ func isVariant(alg, base string, bparams map[string]string, param, value string)
 }
 
 // sameValue compares two spellings of a parameter value: equal strings,
-// or equal numbers ("0.50" and "0.5").
+// equal numbers ("0.50" and "0.5") or equal durations ("500µs", recorded
+// before durations were canonical in ASCII, and "500us").
 func sameValue(a, b string) bool {
 	if a == b {
 		return a != ""
 	}
-	x, errA := strconv.ParseFloat(a, 64)
-	y, errB := strconv.ParseFloat(b, 64)
-	return errA == nil && errB == nil && x == y
-}
-
-// sweepX returns the x position of each value: the number when every
-// value is one, else the value's index (labelled by tickLabels).
-func sweepX(values []string) (xs []float64, numeric bool) {
-	xs = make([]float64, len(values))
-	for i, v := range values {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			for j := range xs {
-				xs[j] = float64(j)
-			}
-			return xs, false
-		}
-		xs[i] = x
+	if x, ok := parseNumber(a); ok {
+		y, ok := parseNumber(b)
+		return ok && x == y
 	}
-	return xs, true
+	x, okA := parseDuration(a)
+	y, okB := parseDuration(b)
+	return okA && okB && x == y
 }
 
 // sweepPlotName is the file of sweep i's plot.
@@ -205,8 +191,9 @@ func writeSweeps(w io.Writer, ds *dataset, a *Analysis, plots []string) {
 		}
 		mdTable(w, header, rows, 0, 2, 3, 4, 5, 6)
 		if name := sweepPlotName(i, s); slices.Contains(plots, name) {
-			fmt.Fprintf(w, "Headline metrics against %s: %s, %s, p50, p99 (point: median; bar: the CI; dashed: the campaign's other algorithms)\n\n![%s of %s](plots/%s)\n\n",
-				s.Parameter, metricByKey(keys[0]).Label, metricByKey(keys[1]).Label, s.Parameter, s.Algorithm, name)
+			fmt.Fprintf(w, "Headline metrics against %s: %s, %s, p50, p99 (circle: a value's median, in %s order and not joined, since only these values ran; "+
+				"bar: the CI; triangle: %s at its own %s, when the campaign ran it; dashed: the campaign's other algorithms)\n\n![%s of %s](plots/%s)\n\n",
+				s.Parameter, metricByKey(keys[0]).Label, metricByKey(keys[1]).Label, s.Parameter, s.Algorithm, s.Parameter, s.Parameter, s.Algorithm, name)
 		}
 	}
 }

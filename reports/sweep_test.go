@@ -199,3 +199,95 @@ func TestRender_SweepOfSchemaV1(t *testing.T) {
 		t.Error("v1 sweep plot lacks the throughput panel")
 	}
 }
+
+// A sweep given out of order (qrif 0.9, 0.5, 1) is drawn as markers with
+// error bars, not as a line joining the values in the order given (which
+// zigzagged and suggested a trend between values never run), and the
+// plain prequal is a marker at its own qrif, 2^-0.25, not a dashed line
+// across the range; the campaign's other algorithms stay dashed lines.
+func TestRender_SweepPlotMarkersNotALine(t *testing.T) {
+	spec := sweepSpec(3)
+	spec.Sweep = []string{"prequal:qrif=0.9,0.5,1"}
+	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(files["plots/sweep-1-qrif.svg"])
+	if svg == "" {
+		t.Fatal("no sweep plot")
+	}
+	// The swept markers' colour is the first value's variant's, the
+	// plain prequal's its own.
+	swept := `stroke:#CC79A7` // prequal{qrif=0.9}, the campaign's 4th algorithm
+	plain := `#0072B2`        // prequal, the 1st
+	paths := regexp.MustCompile(`<path d="([^"]*)" style="([^"]*)"`).FindAllStringSubmatch(svg, -1)
+	var markers, plainMarks, plainDashed int
+	for _, p := range paths {
+		d, style := p[1], p[2]
+		if strings.Contains(style, swept) && strings.Count(d, "L") > 1 {
+			t.Errorf("a line joins the swept values: %s", d)
+		}
+		if strings.Contains(style, "fill:#CC79A7") && strings.Contains(d, "A") {
+			markers++
+		}
+		if strings.Contains(style, plain) {
+			if strings.Contains(style, "dasharray") {
+				plainDashed++
+			} else if strings.Count(d, "L") == 2 && strings.HasSuffix(d, "Z") { // a triangle
+				plainMarks++
+			}
+		}
+	}
+	// 3 values in 4 panels, plus a legend glyph per panel.
+	if markers != 4*(3+1) {
+		t.Errorf("%d circle markers of the swept values, want 16", markers)
+	}
+	if plainMarks != 4*(1+1) || plainDashed != 0 {
+		t.Errorf("plain prequal: %d triangle markers (want 8: one per panel and its legend), %d dashed lines (want 0)", plainMarks, plainDashed)
+	}
+	if n := strings.Count(svg, ">prequal (qrif=0.8409)<"); n != 4 {
+		t.Errorf("the plain prequal's legend appears %d times, want 4 (one per panel)", n)
+	}
+	if n := len(regexp.MustCompile(`>round-robin<`).FindAllString(svg, -1)); n != 4 {
+		t.Errorf("round-robin appears in %d legends, want 4 (dashed, one per panel)", n)
+	}
+	md := string(files[artifacts.ReportFile])
+	if !strings.Contains(md, "not joined") {
+		t.Error("the sweep plot's caption does not say the markers are not joined")
+	}
+}
+
+// A scenario that sets the swept parameter for every policy
+// (ingress.policy.qrif) runs the plain algorithm at that value: its
+// marker goes there, not at the default.
+func TestRender_SweepPlainAlgorithmAtTheScenariosValue(t *testing.T) {
+	spec := sweepSpec(3)
+	spec.ScenarioPolicyQRIF = 0.7
+	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svg := string(files["plots/sweep-1-qrif.svg"]); !strings.Contains(svg, ">prequal (qrif=0.7)<") {
+		t.Error("the plain prequal is not labelled at the scenario's qrif 0.7")
+	}
+}
+
+// A duration sweep sits at the durations' lengths, sorted by them.
+func TestRender_SweepOfDurationsByLength(t *testing.T) {
+	spec := reportstest.Default(3)
+	spec.Sweep = []string{"prequal-sync:timeout=3ms,500us,1ms"}
+	spec.Algorithms = []string{"prequal", "prequal-sync", "prequal-sync{timeout=3ms}", "prequal-sync{timeout=500us}", "prequal-sync{timeout=1ms}"}
+	for _, alg := range spec.Algorithms[1:] {
+		spec.Profiles[alg] = spec.Profiles["prequal"]
+	}
+	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(files["plots/sweep-1-timeout.svg"])
+	for _, want := range []string{">timeout (ms) of prequal-sync<", ">prequal-sync (timeout=3ms)<", ">prequal<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("duration sweep plot lacks %q", want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package scenario
 import (
 	"strconv"
 	"time"
+
+	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
 // Args renders the group as prequal-backend flags (the backend CLI
@@ -50,6 +52,43 @@ func (a Antagonist) Spec() string {
 		s += ",every=" + string(a.Every)
 	}
 	return s
+}
+
+// Apply writes the parameters the scenario sets over c, as the ingress's
+// --prequal-* flags (Ingress.Args) do; unset ones keep c's. It does not
+// validate.
+func (p Policy) Apply(c *loadbalancer.Config) {
+	q := &c.Prequal
+	if p.ProbesPerQuery != nil {
+		q.ProbesPerQuery = *p.ProbesPerQuery
+	}
+	if p.PoolSize != 0 {
+		q.PoolSize = p.PoolSize
+	}
+	if p.MaxAge != "" {
+		q.MaxAge = p.MaxAge.Std()
+	}
+	if p.QRIF != nil {
+		q.QRIF = *p.QRIF
+	}
+	if p.RemovePerQuery != nil {
+		q.RemovePerQuery = *p.RemovePerQuery
+	}
+	if p.Delta != nil {
+		q.Delta = *p.Delta
+	}
+	if p.IdleProbeInterval != "" {
+		q.IdleProbeInterval = p.IdleProbeInterval.Std()
+	}
+	if p.MinProbes != nil {
+		q.MinProbes = *p.MinProbes
+	}
+	if p.LatencyMemory != "" {
+		q.LatencyMemory = p.LatencyMemory.Std()
+	}
+	if q.RIFWindow <= q.PoolSize {
+		q.RIFWindow = 4 * q.PoolSize // as the ingress does
+	}
 }
 
 // Args renders the ingress's policy and prober settings as

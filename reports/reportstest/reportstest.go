@@ -67,6 +67,9 @@ type Spec struct {
 	// Sweep is recorded as the scenario's protocol.sweep; its variants
 	// must be among Algorithms (with a Profile each).
 	Sweep []string
+	// ScenarioPolicyQRIF, when > 0, is recorded as the scenario's
+	// ingress.policy.qrif.
+	ScenarioPolicyQRIF float64
 }
 
 // TimeoutMs is the request timeout the fixture's pessimistic view counts
@@ -94,7 +97,7 @@ func Write(dir string, s Spec) error {
 	c := artifacts.Campaign{
 		SchemaVersion: artifacts.SchemaVersion,
 		ID:            s.ID, Scenario: s.Scenario, Description: "Synthetic fixture: " + fmt.Sprint(s.Fast) + " fast and " + fmt.Sprint(s.Slow) + " slow replicas.",
-		ScenarioYAML: "name: " + s.Scenario + "\nload:\n  model: open\n  rate: " + fmt.Sprint(s.TargetRate) + "\n" + sweepYAML(s.Sweep),
+		ScenarioYAML: "name: " + s.Scenario + "\nload:\n  model: open\n  rate: " + fmt.Sprint(s.TargetRate) + "\n" + sweepYAML(s.Sweep) + policyYAML(s.ScenarioPolicyQRIF),
 		Environment: artifacts.Environment{
 			Name: "local", IngressReplicas: s.IngressReplicas, OS: "linux", Arch: "amd64", CPUs: 2,
 			CPUModel: "Fixture CPU", MemoryBytes: 8 << 30, Kernel: "6.1.0", GoVersion: "go1.26.8", RustVersion: "rustc 1.95.0",
@@ -134,6 +137,13 @@ func Write(dir string, s Spec) error {
 
 // sweepYAML is the protocol block that records sweeps; empty without any,
 // so fixtures without a sweep keep their bytes.
+func policyYAML(qrif float64) string {
+	if qrif <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("ingress:\n  policy:\n    qrif: %v\n", qrif)
+}
+
 func sweepYAML(sweeps []string) string {
 	if len(sweeps) == 0 {
 		return ""

@@ -175,37 +175,7 @@ func Config(s *scenario.Scenario) (core.Config, []string, error) {
 // as the ingress's --prequal-* flags do.
 func policyConfig(p scenario.Policy) (loadbalancer.Config, error) {
 	c := loadbalancer.DefaultConfig()
-	q := &c.Prequal
-	if p.ProbesPerQuery != nil {
-		q.ProbesPerQuery = *p.ProbesPerQuery
-	}
-	if p.PoolSize != 0 {
-		q.PoolSize = p.PoolSize
-	}
-	if p.MaxAge != "" {
-		q.MaxAge = p.MaxAge.Std()
-	}
-	if p.QRIF != nil {
-		q.QRIF = *p.QRIF
-	}
-	if p.RemovePerQuery != nil {
-		q.RemovePerQuery = *p.RemovePerQuery
-	}
-	if p.Delta != nil {
-		q.Delta = *p.Delta
-	}
-	if p.IdleProbeInterval != "" {
-		q.IdleProbeInterval = p.IdleProbeInterval.Std()
-	}
-	if p.MinProbes != nil {
-		q.MinProbes = *p.MinProbes
-	}
-	if p.LatencyMemory != "" {
-		q.LatencyMemory = p.LatencyMemory.Std()
-	}
-	if q.RIFWindow <= q.PoolSize {
-		q.RIFWindow = 4 * q.PoolSize // as the ingress does
-	}
+	p.Apply(&c)
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("sim: ingress.policy: %w", err)
 	}

@@ -1,6 +1,7 @@
 package loadbalancer
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -25,9 +26,14 @@ func fullPrequal(tb testing.TB, n int) (*prequal, []probeEntry) { return fullPoo
 // pool policies the pool is restored to its full 16 probes before each
 // pick (a copy of 16 entries, included in the time), since every pick
 // drains it. Policies that read load reports or polled RIFs have one of
-// each endpoint's; wrr's blackout is 0 so its weights are in force; c3
-// gets its feedback before Done, as the ingress hands it in. prequal-sync
-// is measured both as Pick (its fallback) and as the two-phase pick it is
+// each endpoint's. wrr's blackout is 0 and its picks run past the first
+// scheduler rebuild (a Period after the reports), so its weights are in
+// force: before it every endpoint weighs the same and the scheduler never
+// skips (the benchmark measured round-robin). wrr/skewed has one
+// endpoint reporting a weight far above the rest, clamped to 10× the
+// mean: the stride scheduler's worst case, most turns skipped. c3 gets
+// its feedback before Done, as the ingress hands it in. prequal-sync is
+// measured both as Pick (its fallback) and as the two-phase pick it is
 // meant for: PlanSync, PickSync over d − 1 answers, Done.
 func BenchmarkPick(b *testing.B) {
 	for _, name := range Names() {
@@ -63,6 +69,9 @@ func BenchmarkPick(b *testing.B) {
 			for i, a := range addrs(100) {
 				p.ProbeResult(t0, a, ProbeReply{RIF: i % 7, QPS: float64(50 + i%13), Utilization: 0.3 + float64(i%5)/10, LoadKnown: true})
 			}
+			if name == NameWRR {
+				now = wrrWeighted(b, p)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -71,6 +80,24 @@ func BenchmarkPick(b *testing.B) {
 			}
 		})
 	}
+	b.Run(NameWRR+"/skewed", func(b *testing.B) {
+		p := newPolicy(b, NameWRR, 100, func(c *Config) { c.WRR.Blackout = 0 })
+		for i, a := range addrs(100) {
+			util := 0.5
+			if i == 0 {
+				util = 0.0001 // weight 5e5 against 100: clamped to 10× the mean
+			}
+			p.ProbeResult(t0, a, ProbeReply{QPS: 50, Utilization: util, LoadKnown: true})
+		}
+		now := wrrWeighted(b, p)
+		rng := newRNG()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			pk, _ := p.Pick(now, rng)
+			p.Done(now, pk, time.Millisecond, 200)
+		}
+	})
 	b.Run(NamePrequalSync+"/PickSync", func(b *testing.B) {
 		p := newPolicy(b, NamePrequalSync, 100, nil)
 		sp := p.(SyncPicker)
@@ -92,6 +119,19 @@ func BenchmarkPick(b *testing.B) {
 			p.Done(now, pk, time.Millisecond, 200)
 		}
 	})
+}
+
+// wrrWeighted returns a time past wrr's first scheduler rebuild after
+// reports at t0, and checks that the weights are in force there.
+func wrrWeighted(tb testing.TB, p Policy) time.Time {
+	tb.Helper()
+	w := p.(*wrr)
+	now := t0.Add(w.cfg.Period + time.Millisecond)
+	w.Pick(now, newRNG()) // rebuilds
+	if !slices.ContainsFunc(w.sched, func(x uint16) bool { return x != wrrMaxWeight }) {
+		tb.Fatalf("wrr: every weight at the maximum after the rebuild: the weights are not in force")
+	}
+	return now
 }
 
 // BenchmarkPickCycle is one query's full conversation with prequal: Pick,

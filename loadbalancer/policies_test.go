@@ -461,3 +461,61 @@ func TestC3_ShedAnswersGiveNoServiceTimeSample(t *testing.T) {
 		t.Errorf("a 500 without feedback gave a latency sample: %+v", q.st[0])
 	}
 }
+
+// strideReference is gRPC's static stride scheduler as written, one turn
+// at a time: the turn seq = generation·n + index takes the endpoint when
+// (w·generation + index·32767) mod 65535 >= 65535 − w.
+func strideReference(sched []uint16, seq *uint64) int {
+	n := uint64(len(sched))
+	for {
+		s := *seq
+		*seq++
+		i, g := s%n, s/n
+		wt := uint64(sched[i])
+		if (wt*g+i*wrrOffset)%wrrMaxWeight >= wrrMaxWeight-wt {
+			return int(i)
+		}
+	}
+}
+
+// The scheduler walks to the next due endpoint instead of testing every
+// turn; its picks must be exactly the turn-by-turn scheduler's, from any
+// starting sequence, across weight changes and endpoint-set changes.
+func TestWRR_SchedulerPicksAsTheTurnByTurnStrideScheduler(t *testing.T) {
+	rng := newRNG()
+	for trial := range 200 {
+		n := 1 + rng.IntN(40)
+		p := newPolicy(t, "wrr{blackout=0s}", n, nil).(*wrr)
+		weights := func() {
+			for i := range p.sched {
+				switch rng.IntN(4) {
+				case 0:
+					p.sched[i] = wrrMaxWeight
+				case 1:
+					p.sched[i] = uint16(1 + rng.IntN(10))
+				default:
+					p.sched[i] = uint16(1 + rng.IntN(wrrMaxWeight))
+				}
+			}
+			p.sched[rng.IntN(n)] = wrrMaxWeight // as rebuild scales them
+			p.redue()
+		}
+		seq := rng.Uint64N(1 << 32)
+		p.seek(seq)
+		weights()
+		for step := range 3000 {
+			if step == 1000 { // a rebuild mid-generation
+				weights()
+			}
+			if step == 2000 { // the endpoint set changes: the sequence goes on
+				n = 1 + rng.IntN(40)
+				p.SetEndpoints(at(0), addrs(n))
+				weights()
+			}
+			want := strideReference(p.sched, &seq)
+			if got := p.next(); got != want {
+				t.Fatalf("trial %d (n=%d) step %d: picked %d, the turn-by-turn scheduler %d", trial, n, step, got, want)
+			}
+		}
+	}
+}

@@ -83,68 +83,78 @@ func (r *roundRobin) Reset(now time.Time) {
 // leastRequest scans every endpoint for the fewest local in-flight requests,
 // breaking ties uniformly at random (the seed's coin flip favoured later
 // endpoints).
-type leastRequest struct{ probeless }
+type leastRequest struct {
+	probeless
+	// ties is scratch for one pick: the healthy endpoints at the fewest
+	// in flight so far (capacity len(eps), so it never grows).
+	ties []int32
+}
 
 var _ Policy = (*leastRequest)(nil)
 
 func newLeastRequest() *leastRequest {
-	return &leastRequest{probeless{newBase(NameLeastRequest)}}
+	return &leastRequest{probeless: probeless{newBase(NameLeastRequest)}}
+}
+
+func (l *leastRequest) SetEndpoints(now time.Time, endpoints []string) {
+	l.probeless.SetEndpoints(now, endpoints)
+	l.ties = make([]int32, 0, len(l.eps))
 }
 
 func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	if len(l.eps) == 0 {
 		return Picked{}, ErrNoEndpoints
 	}
-	l.see(now)
+	t := l.see(now)
 	// Averse endpoints take part only when every endpoint is averse; a
 	// pick counts as an aversion when an averse one was at least as idle
 	// as the chosen. One pass finds the fewest in flight among the healthy
-	// (and how many tie); an endpoint busier than the healthy best so far
-	// cannot matter, so its aversion is not asked.
-	least, ties, averseLeast := math.MaxInt, 0, math.MaxInt
-	for i := range l.gates {
-		g := &l.gates[i]
+	// and lists the endpoints that tie for it, so one draw then chooses
+	// (a second pass to find the drawn tie cost as much as the first: at
+	// 100 idle endpoints 238-306 ns a pick); an endpoint busier than the
+	// healthy best so far cannot matter, so its aversion is not asked.
+	least, averseLeast := math.MaxInt, math.MaxInt
+	gates := l.gates
+	ties := l.ties[:len(gates)]
+	n := 0
+	for i := range gates {
+		g := &gates[i]
 		f := g.inFlight
-		switch {
-		case f > least:
-		case l.nowClock < g.until || l.nowClock > g.stallAt: // averse, read from the gate in hand
-			averseLeast = min(averseLeast, f)
-		case f < least:
-			least, ties = f, 1
-		default:
-			ties++
+		if f > least {
+			continue
 		}
+		if t < g.until || t > g.stallAt { // averse, read from the gate in hand
+			averseLeast = min(averseLeast, f)
+			continue
+		}
+		if f < least {
+			least, n = f, 0
+		}
+		ties[n] = int32(i)
+		n++
 	}
-	allAverse := ties == 0
-	if allAverse {
+	ties = ties[:n]
+	if len(ties) == 0 {
 		// Every endpoint is averse: the rule over all of them (a second
 		// pass, only then).
-		least, ties = math.MaxInt, 0
 		for i := range l.gates {
 			switch f := l.gates[i].inFlight; {
 			case f < least:
-				least, ties = f, 1
+				least = f
+				ties = append(ties[:0], int32(i))
 			case f == least:
-				ties++
+				ties = append(ties, int32(i))
 			}
 		}
 	} else if averseLeast <= least {
 		l.aversions++
 	}
-	// Then the chosen one among the ties, with one random draw.
-	n := 0
-	if ties > 1 {
-		n = rng.IntN(ties)
+	l.ties = ties
+	k := 0
+	if len(ties) > 1 {
+		k = rng.IntN(len(ties))
 	}
-	for i := range l.eps {
-		if l.gates[i].inFlight == least && (allAverse || !l.averse(i)) {
-			if n == 0 {
-				return l.pick(i), nil
-			}
-			n--
-		}
-	}
-	panic("loadbalancer: least-request tie count out of step")
+	return l.pick(int(ties[k])), nil
 }
 
 // p2c is Envoy's LEAST_REQUEST with equal weights: Choices endpoints (2 by

@@ -105,15 +105,23 @@ func BenchmarkPick(b *testing.B) {
 		now := at(10)
 		plan := make([]string, 0, 8)
 		ans := make([]SyncAnswer, 0, 8)
-		i := 0
+		// The answers' RIFs and latencies cycle through 77 replies, made
+		// before the clock starts (building them is the caller's work).
+		var replies [77]ProbeReply
+		for k := range replies {
+			replies[k] = known(k%7, time.Duration(5+k%11)*time.Millisecond)
+		}
+		k := 0
 		b.ReportAllocs()
 		b.ResetTimer()
 		for b.Loop() {
-			i++
 			plan = sp.PlanSync(now, rng, plan[:0])
 			ans = ans[:0]
-			for j, e := range plan[:len(plan)-1] { // d − 1 answers
-				ans = append(ans, SyncAnswer{Endpoint: e, Reply: known((i+j)%7, time.Duration(5+(i+j)%11)*time.Millisecond), OK: true})
+			for _, e := range plan[:len(plan)-1] { // d − 1 answers
+				if k++; k == len(replies) {
+					k = 0
+				}
+				ans = append(ans, SyncAnswer{Endpoint: e, Reply: replies[k], OK: true})
 			}
 			pk, _ := sp.PickSync(now, rng, ans)
 			p.Done(now, pk, time.Millisecond, 200)

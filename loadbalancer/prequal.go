@@ -285,20 +285,35 @@ func quantileRank(q float64, k int) int {
 }
 
 // recordRIF adds a probe RIF to the quantile window, evicting the oldest.
+// With the window full the new value takes the evicted one's place and
+// only the values between the two positions move (RIFs are mostly close
+// together, so usually few or none): a removal and an insertion each
+// moved the whole tail.
 func (p *prequal) recordRIF(rif int) {
-	if len(p.rifRing) == cap(p.rifRing) {
-		old := p.rifRing[p.rifNext]
-		p.rifRing[p.rifNext] = rif
-		p.rifNext = (p.rifNext + 1) % len(p.rifRing)
-		i := searchInts(p.rifSorted, old)
-		p.rifSorted = append(p.rifSorted[:i], p.rifSorted[i+1:]...)
-	} else {
+	if len(p.rifRing) < cap(p.rifRing) {
 		p.rifRing = append(p.rifRing, rif)
+		i := searchInts(p.rifSorted, rif)
+		p.rifSorted = append(p.rifSorted, 0)
+		copy(p.rifSorted[i+1:], p.rifSorted[i:])
+		p.rifSorted[i] = rif
+		return
 	}
-	i := searchInts(p.rifSorted, rif)
-	p.rifSorted = append(p.rifSorted, 0)
-	copy(p.rifSorted[i+1:], p.rifSorted[i:])
-	p.rifSorted[i] = rif
+	old := p.rifRing[p.rifNext]
+	p.rifRing[p.rifNext] = rif
+	p.rifNext = (p.rifNext + 1) % len(p.rifRing)
+	if old == rif {
+		return
+	}
+	sorted := p.rifSorted
+	i := searchInts(sorted, old) // old's place
+	j := searchInts(sorted, rif) // the first value >= rif
+	if j > i {                   // old < rif: the values in (i, j) move down one
+		copy(sorted[i:j-1], sorted[i+1:j])
+		sorted[j-1] = rif
+	} else { // rif < old: the values in [j, i) move up one
+		copy(sorted[j+1:i+1], sorted[j:i])
+		sorted[j] = rif
+	}
 }
 
 // searchInts is the first index in sorted a whose value is >= x.

@@ -888,3 +888,22 @@ func TestPrequal_CoalescesProbesInFlight(t *testing.T) {
 		t.Errorf("after MaxAge without an answer: probed %v, want %s among them", got, first[2])
 	}
 }
+
+// The quantile window stays the sorted ring of the last RIFWindow values,
+// whatever order they come in.
+func TestRecordRIF_WindowStaysSorted(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	rng := newRNG()
+	for step := range 5000 {
+		rif := rng.IntN(12)
+		if step%97 == 0 {
+			rif = rng.IntN(1000)
+		}
+		p.recordRIF(rif)
+		want := slices.Clone(p.rifRing)
+		slices.Sort(want)
+		if !slices.Equal(p.rifSorted, want) {
+			t.Fatalf("step %d: sorted window %v, want %v", step, p.rifSorted, want)
+		}
+	}
+}

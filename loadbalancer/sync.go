@@ -66,12 +66,13 @@ func (s *prequalSync) PickSync(now time.Time, rng *rand.Rand, answers []SyncAnsw
 	}
 	t := s.see(now)
 	s.pool = s.pool[:0]
-	for _, a := range answers {
+	for k := range answers {
+		a := &answers[k]
 		if !a.OK {
 			s.countOutcome(ProbeTimeout)
 			continue
 		}
-		ep, ok := s.byAddr[a.Endpoint]
+		ep, ok := s.planned(a.Endpoint)
 		if !ok || len(s.pool) == cap(s.pool) || s.inPool(ep) {
 			continue
 		}
@@ -111,6 +112,20 @@ func (s *prequalSync) chooseAnswer(rng *rand.Rand) Picked {
 		s.coldPicks++
 	}
 	return pk
+}
+
+// planned finds an answering endpoint's index: among the last plan's
+// targets first (perm's prefix, which is this query's plan unless another
+// query planned in between), where the caller's string is usually the
+// very one PlanSync handed out and compares at once, else by address.
+func (s *prequalSync) planned(addr string) (int, bool) {
+	for _, ep := range s.perm[:min(s.sync.D, len(s.perm))] {
+		if s.eps[ep].addr == addr {
+			return ep, true
+		}
+	}
+	ep, ok := s.byAddr[addr]
+	return ep, ok
 }
 
 func (s *prequalSync) inPool(ep int) bool {

@@ -3,8 +3,10 @@ package ingress
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -45,22 +47,24 @@ func TestProxy_PrequalSyncProbesPerQuery(t *testing.T) {
 
 // c3 through the ingress reads the queue size the backends put in their
 // answers: a backend that reports a long queue is avoided although it
-// answers as fast as the other. Without the feedback both look alike and
-// split the picks.
+// answers faster than the other (which takes 20 ms). Without the feedback
+// c3 ranks by latency alone and would send the fast one nearly every
+// pick, so the test fails if the ingress does not hand the headers in.
 func TestProxy_C3ReadsServerFeedback(t *testing.T) {
-	backend := func(queue string) string {
+	backend := func(queue string, svc time.Duration) string {
 		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(svc) // the backend's work, not the test waiting
 			w.Header().Set("X-Prequal-Queue", queue)
-			w.Header().Set("X-Prequal-Service-Us", "500")
+			w.Header().Set("X-Prequal-Service-Us", strconv.FormatInt(max(svc.Microseconds(), 100), 10))
 			_, _ = w.Write([]byte("ok"))
 		}))
 		t.Cleanup(be.Close)
 		return strings.TrimPrefix(be.URL, "http://")
 	}
-	queued, idle := backend("50"), backend("0")
+	queued, slow := backend("50", 0), backend("0", 20*time.Millisecond)
 	ing, url := newTestIngress(t, Options{},
-		route.Spec{Key: "c", Path: "/", Algorithm: "c3", Endpoints: []string{queued, idle}})
-	const queries = 60
+		route.Spec{Key: "c", Path: "/", Algorithm: "c3", Endpoints: []string{queued, slow}})
+	const queries = 40
 	for range queries {
 		if code, body, _ := get(t, url+"/work", ""); code != 200 {
 			t.Fatalf("status %d: %s", code, body)
@@ -74,7 +78,7 @@ func TestProxy_C3ReadsServerFeedback(t *testing.T) {
 	}
 	// One pick to learn its score, a few more at most.
 	if picks > 3 {
-		t.Fatalf("the backend reporting a queue of 50 got %d of %d picks", picks, queries)
+		t.Fatalf("the fast backend reporting a queue of 50 got %d of %d picks", picks, queries)
 	}
 }
 

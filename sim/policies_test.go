@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +268,86 @@ func TestWorld_C3ReadsTheQueueFeedback(t *testing.T) {
 	if !(with < without) || !(float64(withErr) < 0.75*float64(withoutErr)) {
 		t.Errorf("with the queue feedback the shedding replica got %.3f of the picks and %d errors, without it %.3f and %d: want fewer of both with it",
 			with, withErr, without, withoutErr)
+	}
+}
+
+// planCheck wraps a client's SyncPicker and checks that every PickSync
+// reads answers of one plan still waiting for its pick: the probes the
+// simulator hands back must be the query's own, never a late answer of a
+// query already picked.
+type planCheck struct {
+	loadbalancer.SyncPicker
+	open       [][]string // plans not picked yet, oldest first
+	picks, bad int
+}
+
+func (c *planCheck) PlanSync(now time.Time, rng *rand.Rand, dst []string) []string {
+	dst = c.SyncPicker.PlanSync(now, rng, dst)
+	c.open = append(c.open, append([]string(nil), dst...))
+	return dst
+}
+
+func (c *planCheck) PickSync(now time.Time, rng *rand.Rand, answers []loadbalancer.SyncAnswer) (loadbalancer.Picked, error) {
+	c.picks++
+	match := -1
+	for k, plan := range c.open {
+		if everyIn(answers, plan) {
+			match = k
+			break
+		}
+	}
+	if match < 0 {
+		c.bad++
+	} else {
+		c.open = slices.Delete(c.open, match, match+1)
+	}
+	return c.SyncPicker.PickSync(now, rng, answers)
+}
+
+func everyIn(answers []loadbalancer.SyncAnswer, plan []string) bool {
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if !slices.Contains(plan, a.Endpoint) || seen[a.Endpoint] {
+			return false
+		}
+		seen[a.Endpoint] = true
+	}
+	return true
+}
+
+// TestWorld_PrequalSyncNeverReadsAnOlderQuerysAnswer: prequal-sync picks
+// at d − 1 = 2 of its 3 answers, so the third of nearly every query
+// arrives after the pick. The simulator keeps a query's slot until every
+// event of it is back; were the slot freed at the pick, the next query
+// in it would take that late answer as its own (and pick on it). Every
+// PickSync must read answers of a single plan still waiting for its pick.
+func TestWorld_PrequalSyncNeverReadsAnOlderQuerysAnswer(t *testing.T) {
+	cfg := paperLikeConfig(3, "prequal-sync")
+	cfg.Clients = 2
+	cfg.Network = Network{Delay: 200 * time.Microsecond, Jitter: 400 * time.Microsecond}
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks []*planCheck
+	for _, c := range w.clients {
+		pc := &planCheck{SyncPicker: c.sync}
+		c.sync = pc
+		checks = append(checks, pc)
+	}
+	l := Load{Open: []Phase{{Kind: KindConstant, Duration: 2 * time.Second, Rate: 1500}}, Timeout: 10 * time.Second, Targets: evenTargets(2), Seed: 9}
+	if _, err := w.Run(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	var picks, bad int
+	for _, c := range checks {
+		picks += c.picks
+		bad += c.bad
+	}
+	if picks < 2000 {
+		t.Fatalf("%d sync picks, want the load's 3000", picks)
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d sync picks read an answer that was not of their own waiting plan (a late answer of an earlier query)", bad, picks)
 	}
 }

@@ -55,7 +55,9 @@ type LinearConfig struct {
 // C3Config holds C3's knobs (Suresh et al., NSDI '15).
 type C3Config struct {
 	// Clients is n in the concurrency compensation q̂ = 1 + os·n + q̄:
-	// how many clients (ingress replicas) share the servers.
+	// how many clients (ingress replicas) share the servers. The ingress
+	// takes it from --c3-clients, which the campaign sets to the
+	// scenario's ingress replicas; the simulator uses its clients.
 	Clients int `json:"clients"`
 	// Alpha is the EWMAs' weight of the newest sample (C3's Cassandra
 	// ScoreTracker: 0.9).

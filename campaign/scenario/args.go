@@ -92,7 +92,8 @@ func (p Policy) Apply(c *loadbalancer.Config) {
 }
 
 // Args renders the ingress's policy and prober settings as
-// `prequalbench ingress` flags; unset ones are left to the ingress.
+// `prequalbench ingress` flags; unset ones are left to the ingress. With
+// more than one replica it also gives c3 their number as its n.
 func (in Ingress) Args() []string {
 	var args []string
 	p := in.Policy
@@ -122,6 +123,11 @@ func (in Ingress) Args() []string {
 	}
 	if p.LatencyMemory != "" {
 		args = append(args, "--prequal-latency-memory", string(p.LatencyMemory))
+	}
+	if in.Replicas > 1 {
+		// c3's n is the ingress replicas sharing the backends, as the
+		// simulator makes it; plain c3 would otherwise count one.
+		args = append(args, "--c3-clients", strconv.Itoa(in.Replicas))
 	}
 	if in.ProbeTimeout != "" {
 		args = append(args, "--probe-timeout", string(in.ProbeTimeout))

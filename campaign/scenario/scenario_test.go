@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,9 +153,14 @@ func TestBackendGroup_Args(t *testing.T) {
 func TestIngress_Args(t *testing.T) {
 	in := Ingress{Replicas: 4, Policy: Policy{ProbesPerQuery: ptr(3.0), PoolSize: 16, MaxAge: "1s", QRIF: ptr(0.84)}, ProbeWorkers: 8}
 	want := []string{"--prequal-probes-per-query", "3", "--prequal-pool-size", "16", "--prequal-max-age", "1s",
-		"--prequal-qrif", "0.84", "--probe-workers", "8"}
+		"--prequal-qrif", "0.84", "--c3-clients", "4", "--probe-workers", "8"}
 	if diff := cmp.Diff(want, in.Args()); diff != "" {
 		t.Errorf("Args (-want +got):\n%s", diff)
+	}
+	// c3's n is the ingress replicas in every environment, as in the
+	// simulator; one replica keeps the ingress's default (1).
+	if got := (Ingress{Replicas: 1}).Args(); slices.Contains(got, "--c3-clients") {
+		t.Errorf("one replica: Args = %v, want no --c3-clients", got)
 	}
 }
 

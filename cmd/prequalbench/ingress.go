@@ -33,6 +33,7 @@ type ingressFlags struct {
 	probesPerQuery, qrif, removePerQ         float64
 	delta                                    float64
 	poolSize, minProbes                      int
+	c3Clients                                int
 	maxAge, idleProbeInterval, latencyMemory time.Duration
 	probeTimeout                             time.Duration
 	probeWorkers, probeQueueSize             int
@@ -87,6 +88,8 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.DurationVar(&f.idleProbeInterval, "prequal-idle-probe-interval", def.IdleProbeInterval, "Prequal idle probe interval (0 disables)")
 	fl.IntVar(&f.minProbes, "prequal-min-probes", def.MinProbes, "Prequal fewest usable probes for an HCL pick")
 	fl.DurationVar(&f.latencyMemory, "prequal-latency-memory", def.LatencyMemory, "Prequal: how long a replica's last known latency stands in when its probe reports none (0 disables)")
+	fl.IntVar(&f.c3Clients, "c3-clients", loadbalancer.DefaultConfig().C3.Clients,
+		"c3's n in q = 1 + os*n + queue: the ingress replicas sharing the backends (the campaign passes its ingress.replicas); a c3{clients=k} variant overrides it")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", 100*time.Millisecond, "timeout of one probe")
 	fl.IntVar(&f.probeWorkers, "probe-workers", 16, "probe worker goroutines")
 	fl.IntVar(&f.probeQueueSize, "probe-queue-size", 4096, "probe queue capacity (a full queue drops probes)")
@@ -134,11 +137,12 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	p.ProbesPerQuery, p.PoolSize, p.MaxAge, p.QRIF = f.probesPerQuery, f.poolSize, f.maxAge, f.qrif
 	p.RemovePerQuery, p.Delta, p.IdleProbeInterval, p.MinProbes = f.removePerQ, f.delta, f.idleProbeInterval, f.minProbes
 	p.LatencyMemory = f.latencyMemory
+	cfg.C3.Clients = f.c3Clients
 	if p.RIFWindow <= p.PoolSize {
 		p.RIFWindow = 4 * p.PoolSize // keep the documented invariant RIFWindow > PoolSize
 	}
 	if err := cfg.Validate(); err != nil {
-		return bad("--prequal-* flags: %v", err)
+		return bad("--prequal-* and --c3-clients flags: %v", err)
 	}
 	if f.probeTimeout <= 0 || f.probeWorkers <= 0 || f.probeQueueSize <= 0 || f.upstreamTimeout <= 0 || f.shutdownTimeout <= 0 {
 		return bad("--probe-timeout, --probe-workers, --probe-queue-size, --upstream-timeout and --shutdown-timeout must be > 0")

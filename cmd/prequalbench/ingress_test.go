@@ -34,6 +34,7 @@ func TestIngressCommand_BadFlagsExit2(t *testing.T) {
 		{[]string{"--source", "ftp"}, "--source"},
 		{[]string{"--routes", "x", "--default-algorithm", "fastest"}, "--default-algorithm"},
 		{[]string{"--routes", "x", "--prequal-pool-size", "0"}, "PoolSize"},
+		{[]string{"--routes", "x", "--c3-clients", "0"}, "C3.Clients"},
 		{[]string{"--routes", "x", "--admin-listen", "0.0.0.0:0"}, "--admin-token-file"},
 		{[]string{"--routes", "x", "--log-level", "loud"}, "--log-level"},
 	} {

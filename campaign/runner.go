@@ -203,6 +203,10 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *di
 	if warning != "" {
 		fmt.Fprintln(opts.Warn, "warning:", warning)
 	}
+	warnings := s.Warnings()
+	for _, w := range warnings {
+		fmt.Fprintln(opts.Warn, "warning:", w)
+	}
 	y, err := scenario.Marshal(s)
 	if err != nil {
 		return nil, nil, "", nil, err
@@ -223,6 +227,7 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *di
 		ResetMode:     p.Reset,
 		Reference:     p.Reference,
 		Plan:          plan,
+		Warnings:      warnings,
 		Started:       start,
 	}
 	dir, id, lock, err := createCampaignDir(opts.OutDir, c.ID)

@@ -321,3 +321,27 @@ func TestRun_LoadChooserHandsTheLoadBack(t *testing.T) {
 		t.Errorf("a driving env's RunLoad was not used (%d calls)", ce.ran)
 	}
 }
+
+// The scenario's own warnings (wrr's blackout longer than the warmup) are
+// printed and recorded in campaign.json, where the report reads them.
+func TestRun_ScenarioWarningsRecorded(t *testing.T) {
+	fe := newFakeEnv(t)
+	s := tinyScenario(t)
+	s.Protocol.Algorithms = []string{"prequal", "wrr"}
+	s.Protocol.Reps = 1
+	var warn strings.Builder
+	res, err := runWith(t, context.Background(), fe, Options{Scenario: s, OutDir: t.TempDir(), Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), "wrr: its weights come into force") {
+		t.Errorf("printed warnings = %q, want wrr's", warn.String())
+	}
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(res.Dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "the whole measured window runs as round-robin") {
+		t.Errorf("campaign.json warnings = %q, want wrr's", c.Warnings)
+	}
+}

@@ -394,6 +394,9 @@ func analyze(ds *dataset, o Options) *Analysis {
 	if a.Warnings == nil {
 		a.Warnings = []string{}
 	}
+	for _, w := range c.Warnings { // the scenario's own, recorded at the start
+		a.Warnings = append(a.Warnings, "scenario: "+w)
+	}
 	if c.Finished.IsZero() {
 		a.Warnings = append(a.Warnings, "the campaign has no finish time: it is unfinished or was interrupted")
 	}

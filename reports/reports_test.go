@@ -309,3 +309,17 @@ func BenchmarkRender_SixRepsTwoAlgorithms(b *testing.B) {
 		}
 	}
 }
+
+// The scenario's warnings recorded in campaign.json are in the report.
+func TestRender_ScenarioWarnings(t *testing.T) {
+	spec := reportstest.Default(3)
+	spec.Warnings = []string{"wrr: its weights come into force up to 11s after each reset"}
+	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(files[artifacts.ReportFile])
+	if !strings.Contains(md, "scenario: wrr: its weights come into force up to 11s after each reset") {
+		t.Errorf("REPORT.md lacks the scenario's warning:\n%s", md[strings.Index(md, "## Warnings"):][:400])
+	}
+}

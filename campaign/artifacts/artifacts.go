@@ -109,6 +109,10 @@ type Campaign struct {
 	Started  time.Time `json:"started"`
 	// Finished is zero while the campaign is unfinished.
 	Finished time.Time `json:"finished"`
+	// Warnings are the scenario's own (scenario.Scenario.Warnings): what
+	// in it makes the comparison misleading without being an error. The
+	// report lists them.
+	Warnings []string `json:"warnings,omitempty"`
 	// Sessions are the run and every resume that got its environment up,
 	// in order; Environment is the first one's. A resume whose facts
 	// differ is refused unless forced, and then recorded here.

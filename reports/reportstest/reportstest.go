@@ -70,6 +70,8 @@ type Spec struct {
 	// ScenarioPolicyQRIF, when > 0, is recorded as the scenario's
 	// ingress.policy.qrif.
 	ScenarioPolicyQRIF float64
+	// Warnings are recorded as the campaign's (the scenario's own).
+	Warnings []string
 }
 
 // TimeoutMs is the request timeout the fixture's pessimistic view counts
@@ -105,7 +107,7 @@ func Write(dir string, s Spec) error {
 		},
 		Seed: s.Seed, Order: "shuffle", Algorithms: s.Algorithms, Reps: s.Reps,
 		Warmup: 5 * time.Second, Cooldown: time.Second, ResetMode: "admin", Reference: "prequal",
-		Started: base,
+		Started: base, Warnings: s.Warnings,
 	}
 	for i := 0; i < s.Fast; i++ {
 		c.Backends = append(c.Backends, artifacts.Backend{Address: fmt.Sprintf("127.0.0.1:%d", 9001+i), Group: "fast", Route: "bench"})

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // load is a load report with all three fields.
@@ -517,5 +519,54 @@ func TestWRR_SchedulerPicksAsTheTurnByTurnStrideScheduler(t *testing.T) {
 				t.Fatalf("trial %d (n=%d) step %d: picked %d, the turn-by-turn scheduler %d", trial, n, step, got, want)
 			}
 		}
+	}
+}
+
+// PickSync counts each answer's own outcome, and planned probes that never
+// answered as timeouts when the wait ended for want of answers (not when
+// it ended at its d − 1 answers: the rest were not waited for).
+func TestPrequalSync_CountsEachProbesOutcome(t *testing.T) {
+	p := newPolicy(t, "prequal-sync{d=3}", 10, nil)
+	sp := p.(SyncPicker)
+	rng := newRNG()
+	query := func(answers func(plan []string) []SyncAnswer) {
+		t.Helper()
+		plan := sp.PlanSync(at(0), rng, nil)
+		pk, err := sp.PickSync(at(0), rng, answers(plan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Done(at(0), pk, time.Millisecond, 200)
+	}
+	// One success, a 500 and a malformed answer: the wait ended with
+	// every probe back.
+	query(func(plan []string) []SyncAnswer {
+		return []SyncAnswer{
+			{Endpoint: plan[0], Reply: known(0, time.Millisecond), OK: true},
+			{Endpoint: plan[1], Outcome: ProbeStatus},
+			{Endpoint: plan[2], Outcome: ProbeMalformed},
+		}
+	})
+	// Two successes: the pick's count; the third was not waited for.
+	query(func(plan []string) []SyncAnswer {
+		return []SyncAnswer{
+			{Endpoint: plan[0], Reply: known(0, time.Millisecond), OK: true},
+			{Endpoint: plan[1], Reply: known(1, time.Millisecond), OK: true},
+		}
+	})
+	// One success, then the timeout: the two silent probes timed out.
+	query(func(plan []string) []SyncAnswer {
+		return []SyncAnswer{{Endpoint: plan[0], Reply: known(0, time.Millisecond), OK: true}}
+	})
+	// A stale answer, and one failure whose caller gave no reason.
+	query(func(plan []string) []SyncAnswer {
+		return []SyncAnswer{{Endpoint: plan[0], Outcome: ProbeStale}, {Endpoint: plan[1]}}
+	})
+	want := map[ProbeOutcome]uint64{ProbeOK: 4, ProbeStatus: 1, ProbeMalformed: 1, ProbeTimeout: 2 + 1 + 1, ProbeStale: 1, ProbeDropped: 0}
+	if diff := cmp.Diff(want, p.Stats().ProbeOutcomes); diff != "" {
+		t.Errorf("probe outcomes (-want +got):\n%s", diff)
+	}
+	if s := p.Stats(); s.ProbesPlanned != 12 {
+		t.Errorf("planned %d probes, want 12", s.ProbesPlanned)
 	}
 }

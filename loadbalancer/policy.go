@@ -138,6 +138,11 @@ type SyncAnswer struct {
 	Endpoint string
 	Reply    ProbeReply
 	OK       bool // false: the probe failed; Reply is meaningless
+	// Outcome is why the probe failed when OK is false (ProbeStatus,
+	// ProbeMalformed, ProbeStale, ProbeTimeout, ...), counted as such in
+	// Stats.ProbeOutcomes; a caller that leaves it empty has it counted
+	// as ProbeTimeout.
+	Outcome ProbeOutcome
 }
 
 // ProbeOutcome classifies a probe's result.

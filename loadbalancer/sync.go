@@ -58,7 +58,12 @@ func (s *prequalSync) SyncWait() (int, time.Duration) {
 	return max(s.sync.D-1, 1), s.sync.Timeout
 }
 
-// PickSync applies HCL to this query's answers.
+// PickSync applies HCL to this query's answers. Each answer's outcome is
+// counted: a success as ProbeOK, a failure as its Outcome. Planned probes
+// with no answer at all count as timeouts when the wait ended without
+// enough successes (its timeout passed); when it ended at SyncWait's
+// count, the rest were not waited for and count as nothing
+// (ProbesPlanned minus the outcomes counts them).
 func (s *prequalSync) PickSync(now time.Time, rng *rand.Rand, answers []SyncAnswer) (Picked, error) {
 	n := len(s.eps)
 	if n == 0 {
@@ -66,12 +71,18 @@ func (s *prequalSync) PickSync(now time.Time, rng *rand.Rand, answers []SyncAnsw
 	}
 	t := s.see(now)
 	s.pool = s.pool[:0]
+	oks := 0
 	for k := range answers {
 		a := &answers[k]
 		if !a.OK {
-			s.countOutcome(ProbeTimeout)
+			if a.Outcome == "" || a.Outcome == ProbeOK {
+				s.countOutcome(ProbeTimeout)
+			} else {
+				s.countOutcome(a.Outcome)
+			}
 			continue
 		}
+		oks++
 		ep, ok := s.planned(a.Endpoint)
 		if !ok || len(s.pool) == cap(s.pool) || s.inPool(ep) {
 			continue
@@ -82,6 +93,10 @@ func (s *prequalSync) PickSync(now time.Time, rng *rand.Rand, answers []SyncAnsw
 		known := a.Reply.LatencyKnown && a.Reply.Latency >= 0
 		s.replicas[ep].latencyKnown = known
 		s.pool = append(s.pool, probeEntry{ep: int32(ep), received: t, rif: int32(rif), latency: a.Reply.Latency, known: known})
+	}
+	d := min(s.sync.D, n)
+	if need, _ := s.SyncWait(); oks < min(need, d) && len(answers) < d {
+		s.outcomes[outcomeSlot(ProbeTimeout)] += uint64(d - len(answers))
 	}
 	pk := s.chooseAnswer(rng)
 	s.pool = s.pool[:0] // the answers serve this query only

@@ -322,8 +322,8 @@ func (w *World) syncPlan(ci int32, sent int64, u int32, counted bool) {
 }
 
 // syncProbeAtServer answers a sync probe as probeAtServer answers an
-// async one; a failing probe answers "failed" (c = -1), a timed-out one
-// never answers (the query's timeout covers it).
+// async one; a failing probe answers "failed" with its fault (c = -1 -
+// fault), a timed-out one never answers (the query's timeout covers it).
 func (w *World) syncProbeAtServer(qi, si int32, sent int64) {
 	s := w.servers[si]
 	back := w.now + w.net.draw()
@@ -334,7 +334,7 @@ func (w *World) syncProbeAtServer(qi, si int32, sent int64) {
 	case probeFaultTimeout:
 		w.syncRelease(qi)
 	default:
-		w.q.push(event{at: back, kind: evSyncReply, a: qi, b: si, c: -1})
+		w.q.push(event{at: back, kind: evSyncReply, a: qi, b: si, c: -1 - int32(s.probeFault)})
 	}
 }
 
@@ -345,6 +345,8 @@ func (w *World) syncReply(qi, si, rif int32, lat int64) {
 		if a.OK {
 			a.Reply = w.probeReply(si, rif, lat)
 			q.okCount++
+		} else {
+			a.Outcome = probeOutcomes[-1-rif]
 		}
 		q.answers = append(q.answers, a)
 	}

@@ -351,3 +351,32 @@ func TestWorld_PrequalSyncNeverReadsAnOlderQuerysAnswer(t *testing.T) {
 		t.Errorf("%d of %d sync picks read an answer that was not of their own waiting plan (a late answer of an earlier query)", bad, picks)
 	}
 }
+
+// prequal-sync's counters name each failed probe's own outcome (a 500, a
+// malformed body), not a timeout: the simulator hands the reason in.
+func TestWorld_PrequalSyncCountsProbeFailuresByOutcome(t *testing.T) {
+	cfg := Config{
+		Seed: 2, Clients: 1, Algorithm: "prequal-sync", Policy: loadbalancer.DefaultConfig(), Network: DefaultNetwork,
+		Routes: []Route{{Name: "work", Groups: []Group{
+			{Name: "ok", Replicas: 4, Mode: "io", ServiceTime: 5 * time.Millisecond, Concurrency: 4, QueueLimit: 1024},
+			{Name: "p500", Replicas: 1, Mode: "io", ServiceTime: 5 * time.Millisecond, Concurrency: 4, QueueLimit: 1024, ProbeFault: "500"},
+			{Name: "bad", Replicas: 1, Mode: "io", ServiceTime: 5 * time.Millisecond, Concurrency: 4, QueueLimit: 1024, ProbeFault: "malformed"},
+		}}},
+	}
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Load{Open: []Phase{{Kind: KindConstant, Duration: time.Second, Rate: 200}}, Timeout: 10 * time.Second, Targets: evenTargets(1), Seed: 4}
+	if _, err := w.Run(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	out := w.Snapshot()[0].Routes[0].Stats.ProbeOutcomes
+	t.Logf("probe outcomes %v", out)
+	if out[loadbalancer.ProbeStatus] == 0 || out[loadbalancer.ProbeMalformed] == 0 {
+		t.Errorf("probe outcomes %v: want the 500s as status and the bad bodies as malformed", out)
+	}
+	if out[loadbalancer.ProbeTimeout] != 0 {
+		t.Errorf("probe outcomes %v: %d timeouts where no probe timed out", out, out[loadbalancer.ProbeTimeout])
+	}
+}

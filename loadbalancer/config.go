@@ -66,7 +66,9 @@ type C3Config struct {
 
 // SyncConfig holds synchronous Prequal's knobs (the paper's sync mode).
 type SyncConfig struct {
-	// D is the probes sent per query; the pick waits for D−1 answers.
+	// D is the probes sent per query; the pick waits for D−1 answers, so
+	// D >= 2 (the paper's d; with 1 the pick would be the one replica
+	// probed, a random pick that waited for a probe).
 	D int `json:"d"`
 	// Timeout bounds the wait; the pick then uses what has answered (the
 	// paper: 1 ms at Google, 3 ms for YouTube Homepage).
@@ -263,8 +265,8 @@ func (c Config) Validate() error {
 	if !(c.C3.Alpha > 0 && c.C3.Alpha <= 1) {
 		bad("C3.Alpha", "in (0, 1]", c.C3.Alpha)
 	}
-	if c.Sync.D < 1 || c.Sync.D > maxSyncProbes {
-		bad("Sync.D", fmt.Sprintf("in [1, %d]", maxSyncProbes), c.Sync.D)
+	if c.Sync.D < 2 || c.Sync.D > maxSyncProbes {
+		bad("Sync.D", fmt.Sprintf("in [2, %d] (the pick waits for d - 1 answers)", maxSyncProbes), c.Sync.D)
 	}
 	if c.Sync.Timeout <= 0 {
 		bad("Sync.Timeout", "> 0", c.Sync.Timeout)

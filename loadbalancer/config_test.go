@@ -74,3 +74,15 @@ func TestConfigValidate_ReportsEveryError(t *testing.T) {
 		}
 	}
 }
+
+func TestValidate_SyncNeedsTwoProbes(t *testing.T) {
+	c := DefaultConfig()
+	c.Sync.D = 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Sync.D must be in [2, 64] (the pick waits for d - 1 answers), got 1") {
+		t.Errorf("Validate with Sync.D = 1: %v", err)
+	}
+	c.Sync.D = 2
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate with Sync.D = 2: %v", err)
+	}
+}

@@ -101,8 +101,8 @@ func init() {
 			set: func(c *Config, v float64) { c.Linear.Weight = v }})...)
 	registerParams(NameRIFOnly, slices.Clone(params[NamePrequal])...)
 	registerParams(NamePrequalSync,
-		paramSpec{name: "d", doc: "probes per query; the pick waits for d-1 answers (SyncConfig.D)",
-			kind: kindInt, lo: 1, hi: maxSyncProbes,
+		paramSpec{name: "d", doc: "probes per query; the pick waits for d-1 answers, so d >= 2 (d = 1 would pick the one replica it probed: random with a probe's delay) (SyncConfig.D)",
+			kind: kindInt, lo: 2, hi: maxSyncProbes,
 			get: func(c *Config) float64 { return float64(c.Sync.D) },
 			set: func(c *Config, v float64) { c.Sync.D = int(v) }},
 		paramSpec{name: "timeout", doc: "the longest wait for answers (SyncConfig.Timeout)",

@@ -53,6 +53,10 @@ func TestCanonical_VariantErrors(t *testing.T) {
 		"prequal{qrif=0.5":         `must end with '}'`,
 		"nope{qrif=0.5}":           `unknown algorithm "nope"`,
 		"p2c{choices=1}":           `parameter "choices": want an integer in [2, 100], got "1"`,
+		// The paper's sync mode waits for d − 1 answers: d = 1 waits for
+		// none and picks the one replica probed.
+		"prequal-sync{d=1}": `loadbalancer: prequal-sync: parameter "d": want an integer in [2, 64], got "1"`,
+		"prequal-sync{d=0}": `parameter "d": want an integer in [2, 64], got "0"`,
 	}
 	for in, want := range tests {
 		_, err := Canonical(in)

@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"image/color"
 	"math"
 	"slices"
 	"strconv"
@@ -204,7 +205,7 @@ func sweepPanel(a *Analysis, s SweepResult, k int, key, plain string) (*plot.Plo
 }
 
 // addMarkers adds pts as unjoined markers with their error bars.
-func addMarkers(p *plot.Plot, pts errPoints, c interface{ RGBA() (r, g, b, a uint32) }, glyph draw.GlyphDrawer, label string) error {
+func addMarkers(p *plot.Plot, pts errPoints, c color.Color, glyph draw.GlyphDrawer, label string) error {
 	sc, err := plotter.NewScatter(pts.XYs)
 	if err != nil {
 		return err

@@ -561,7 +561,7 @@ func (rs *routeState) syncProbe(targets []string, need int, timeout time.Duratio
 		go func() {
 			r := rs.ing.prober.Probe(context.Background(), ep)
 			rs.countProbe(r)
-			ch <- loadbalancer.SyncAnswer{Endpoint: ep, Reply: r.Reply, OK: r.Outcome == loadbalancer.ProbeOK}
+			ch <- loadbalancer.SyncAnswer{Endpoint: ep, Reply: r.Reply, OK: r.Outcome == loadbalancer.ProbeOK, Outcome: r.Outcome}
 		}()
 	}
 	t := time.NewTimer(timeout)

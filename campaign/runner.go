@@ -335,7 +335,7 @@ func (r *runner) run(ctx context.Context, p artifacts.PlannedRun) (artifacts.Run
 	r.progress.RunStart(p, r.c.Warmup, r.s.Load.MeasuredDuration())
 	runCtx, endWatch := r.watch(ctx)
 	err := r.protocol(runCtx, runDir, &run)
-	died := endWatch()
+	died := endWatch(err != nil && ctx.Err() == nil)
 	if ctx.Err() != nil {
 		os.RemoveAll(runDir)
 		return run, ctx.Err()

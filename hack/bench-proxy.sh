@@ -49,7 +49,13 @@ NGINX
   nginx -p "$work/$1" -c nginx.conf &
   pids+=($!)
 }
-start_nginx backend "server { listen 127.0.0.1:18180; keepalive_requests 1000000; location / { return 200 '{}'; }
+# The backend also listens on 16 more ports, the endpoints of a prequal
+# route whose probes spread over 16 replicas as in a campaign (behind one
+# endpoint a probe in flight coalesces the next ones, so few are sent).
+be_listen="listen 127.0.0.1:18180;"
+pq16_eps=""
+for p in $(seq 18200 18215); do be_listen+=" listen 127.0.0.1:$p;"; pq16_eps+="${pq16_eps:+, }\"127.0.0.1:$p\""; done
+start_nginx backend "server { $be_listen keepalive_requests 1000000; location / { return 200 '{}'; }
   location = /prequal/probe { return 200 '{\"rif\":0,\"latency_median_ms\":null,\"samples\":0}'; } }"
 be_pid=${pids[-1]}
 start_nginx proxy "upstream be { server 127.0.0.1:18180; keepalive 64; keepalive_requests 1000000; }
@@ -57,13 +63,14 @@ start_nginx proxy "upstream be { server 127.0.0.1:18180; keepalive 64; keepalive
     location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; } }"
 nginx_pid=${pids[-1]}
 
-start_ingress() { # name algorithm port adminport binary
+start_ingress() { # name algorithm port adminport binary [endpoints]
+  local eps=${6:-'"127.0.0.1:18180"'}
   cat > "$work/$1.yaml" <<YAML
 routes:
   - name: bench
     path: /
     algorithm: $2
-    endpoints: ["127.0.0.1:18180"]
+    endpoints: [$eps]
 YAML
   "$5" ingress --source file --routes "$work/$1.yaml" --listen "127.0.0.1:$3" \
     --admin-listen "127.0.0.1:$4" --log-level warn 2>"$work/$1.log" &
@@ -74,6 +81,8 @@ start_ingress rr round-robin 18182 18192 "$ingress_bin"
 targets+=(ingress-rr:18182:${pids[-1]}:)
 start_ingress pq prequal 18183 18193 "$ingress_bin"
 targets+=(ingress-prequal:18183:${pids[-1]}:18193)
+start_ingress pq16 prequal 18186 18196 "$ingress_bin" "$pq16_eps"
+targets+=(ingress-prequal-16:18186:${pids[-1]}:18196)
 if [ -n "${COMPARE_BIN:-}" ]; then
   start_ingress cmp-rr round-robin 18184 18194 "$COMPARE_BIN"
   targets+=(cmp-ingress-rr:18184:${pids[-1]}:)

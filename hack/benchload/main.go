@@ -100,6 +100,10 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // summary reads the script's TSV (a header line, then one line per round
 // and target) and prints a markdown table of the medians over rounds, with
 // throughput and CPU as ratios to nginx and latency added over direct.
+// minProbesPerReq is the fewest probes per request a CPU-per-probe
+// estimate is made from.
+const minProbesPerReq = 0.2
+
 func summary(in io.Reader, out io.Writer) error {
 	sc := bufio.NewScanner(in)
 	if !sc.Scan() {
@@ -166,18 +170,27 @@ func summary(in io.Reader, out io.Writer) error {
 			num("%.1f", med(t, "proxy_cpu_us_req")), num("%.2f", med(t, "proxy_cpu_us_req")/med("nginx", "proxy_cpu_us_req")),
 			num("%.1f", med(t, "backend_cpu_us_req")))
 	}
-	// Ingress CPU per probe: the prequal ingress's extra CPU per request over
+	// Ingress CPU per probe: a prequal ingress's extra CPU per request over
 	// round-robin's (same binary), divided by the probes it sent per request
 	// (its prequal_probes_sent_total counter). It also holds prequal's pick.
+	// Below 0.2 probes per request (one endpoint: probes in flight coalesce)
+	// the difference is noise, not a probe's cost, and none is given.
 	for _, prefix := range []string{"", "cmp-"} {
-		pq, rr := prefix+"ingress-prequal", prefix+"ingress-rr"
-		ppr := med(pq, "probes_per_req")
-		if vals[pq] == nil || vals[rr] == nil || !(ppr > 0) {
-			continue
+		rr := prefix + "ingress-rr"
+		for _, pq := range []string{prefix + "ingress-prequal", prefix + "ingress-prequal-16"} {
+			ppr := med(pq, "probes_per_req")
+			if vals[pq] == nil || vals[rr] == nil || !(ppr > 0) {
+				continue
+			}
+			extra := med(pq, "proxy_cpu_us_req") - med(rr, "proxy_cpu_us_req")
+			if ppr < minProbesPerReq {
+				fmt.Fprintf(out, "\n%s sent %s probes per request: too few for a CPU-per-probe estimate (its CPU per request is %s µs over %s's).\n",
+					pq, num("%.2f", ppr), num("%.1f", extra), rr)
+				continue
+			}
+			fmt.Fprintf(out, "\n%s CPU per probe ≈ %s µs (%s − %s CPU per request at saturation = %s µs, over %s probes per request from prequal_probes_sent_total; includes prequal's pick).\n",
+				pq, num("%.1f", extra/ppr), pq, rr, num("%.1f", extra), num("%.2f", ppr))
 		}
-		extra := med(pq, "proxy_cpu_us_req") - med(rr, "proxy_cpu_us_req")
-		fmt.Fprintf(out, "\n%s CPU per probe ≈ %s µs (%s − %s CPU per request at saturation = %s µs, over %s probes per request from prequal_probes_sent_total; includes prequal's pick).\n",
-			pq, num("%.1f", extra/ppr), pq, rr, num("%.1f", extra), num("%.2f", ppr))
 	}
 	return nil
 }

@@ -30,7 +30,8 @@ func TestSummary_MediansAndRatios(t *testing.T) {
 		"2\tnginx\t30000\t2\t5\t30\t10\t-\t0.5\t2\t0\n" +
 		"3\tnginx\t10000\t2\t5\t10\t10\t-\t0.5\t2\t0\n" +
 		"1\tingress-rr\t10000\t4\t9\t40\t10\t-\t0.6\t3\t0\n" +
-		"1\tingress-prequal\t8000\t4\t9\t60\t10\t2\t0.7\t3\t1\n"
+		"1\tingress-prequal\t8000\t4\t9\t60\t10\t2\t0.7\t3\t1\n" +
+		"1\tingress-prequal-16\t9000\t4\t9\t45\t10\t0.05\t0.7\t3\t0\n"
 	var out bytes.Buffer
 	if err := summary(strings.NewReader(tsv), &out); err != nil {
 		t.Fatal(err)
@@ -41,6 +42,7 @@ func TestSummary_MediansAndRatios(t *testing.T) {
 		"| ingress-rr | 10000 | 0.50 |",
 		"| 40.0 | 2.00 | 10.0 |",
 		"ingress-prequal CPU per probe ≈ 10.0 µs",
+		"ingress-prequal-16 sent 0.05 probes per request: too few for a CPU-per-probe estimate",
 		"| direct | 50000 | 2.50 | 0.50 | 1.00 | 0.200 | 0.000 | 1.000 | 0 | – | – | 8.0 |",
 	} {
 		if !strings.Contains(s, want) {

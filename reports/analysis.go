@@ -330,6 +330,11 @@ type HealthResult struct {
 	// StaleAnswers counts probe answers dropped because a newer answer from
 	// the same replica was already in the pool.
 	StaleAnswers uint64 `json:"stale_answers"`
+	// ProbesCoalesced counts probes owed but not sent because every other
+	// target had a probe in flight; ReusedPicks the picks made on a probe
+	// already used (reuse in practice, under the budget).
+	ProbesCoalesced uint64 `json:"probes_coalesced,omitempty"`
+	ReusedPicks     uint64 `json:"reused_picks,omitempty"`
 }
 
 // Counter is one named count.
@@ -598,7 +603,7 @@ type windowDelta struct {
 	poolSize                     float64
 	queueDepth                   int
 	counterReset                 bool
-	stale                        uint64
+	stale, coalesced, reused     uint64
 	// reuseMin and reuseMax bound the reuse budget at the window's end
 	// (both 0 when no route reports one).
 	reuseMin, reuseMax float64
@@ -637,6 +642,8 @@ func delta(before, after []adminapi.State) windowDelta {
 			d.cold += sub(as.ColdPicks, ps.ColdPicks, &d.counterReset)
 			d.planned += sub(as.ProbesPlanned, ps.ProbesPlanned, &d.counterReset)
 			d.stale += sub(as.StaleAnswers, ps.StaleAnswers, &d.counterReset)
+			d.coalesced += sub(as.ProbesCoalesced, ps.ProbesCoalesced, &d.counterReset)
+			d.reused += sub(as.ReusedPicks, ps.ReusedPicks, &d.counterReset)
 			if b := as.ReuseBudget; b > 0 {
 				if d.reuseMin == 0 || b < d.reuseMin {
 					d.reuseMin = b
@@ -704,6 +711,8 @@ func selection(alg string, runs []*runData, groups map[string]string, c *artifac
 		h.ColdPicks += d.cold
 		h.ProbesPlanned += d.planned
 		h.StaleAnswers += d.stale
+		h.ProbesCoalesced += d.coalesced
+		h.ReusedPicks += d.reused
 		if d.reuseMax > 0 {
 			if h.ReuseBudgetMin == 0 || d.reuseMin < h.ReuseBudgetMin {
 				h.ReuseBudgetMin = d.reuseMin

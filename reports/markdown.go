@@ -418,10 +418,24 @@ func writeHealth(w io.Writer, a *Analysis) {
 		fmt.Fprintf(w, "No ingress state snapshots: probe and pool counters are unavailable.\n\n")
 		return
 	}
+	// Columns newer than the schema's first reports appear only when some
+	// policy counted them, so reports of older artifacts stay as they were.
+	var coalesced, reused bool
+	for _, h := range a.Health {
+		coalesced = coalesced || h.ProbesCoalesced > 0
+		reused = reused || h.ReusedPicks > 0
+	}
 	fmt.Fprintf(w, "Counter deltas over the measured windows, summed over runs and ingress replicas. Pool size is at the end of "+
 		"the window (summed over routes, averaged over replicas; median across runs). Reuse budget is Prequal's b_reuse "+
 		"(Eq. 1) in force at the end of the windows, lowest–highest over routes, replicas and runs; superseded answers are probe "+
-		"answers dropped because a newer one from the same replica was already taken in.\n\n")
+		"answers dropped because a newer one from the same replica was already taken in.")
+	if coalesced {
+		fmt.Fprintf(w, " Probes coalesced were owed but not sent: every other target already had a probe in flight.")
+	}
+	if reused {
+		fmt.Fprintf(w, " Reused picks went to a probe already used for a pick (share of picks).")
+	}
+	fmt.Fprintf(w, "\n\n")
 	var rows [][]string
 	for _, h := range a.Health {
 		frac := math.NaN()
@@ -438,7 +452,14 @@ func writeHealth(w io.Writer, a *Analysis) {
 	for _, c := range a.Health[0].ProbeOutcomes {
 		header = append(header, "probe "+c.Name)
 	}
-	header = append(header, "superseded answers", "reuse budget", "pool size", "queue depth (max)", "pool removals")
+	header = append(header, "superseded answers", "reuse budget")
+	if coalesced {
+		header = append(header, "probes coalesced")
+	}
+	if reused {
+		header = append(header, "reused picks")
+	}
+	header = append(header, "pool size", "queue depth (max)", "pool removals")
 	rows = nil
 	for _, h := range a.Health {
 		row := []string{h.Algorithm, fmt.Sprintf("%d", h.ProbesPlanned)}
@@ -456,8 +477,14 @@ func writeHealth(w io.Writer, a *Analysis) {
 		if len(rem) == 0 {
 			rem = []string{"none"}
 		}
-		row = append(row, fmt.Sprintf("%d", h.StaleAnswers), fmtReuseBudget(h.ReuseBudgetMin, h.ReuseBudgetMax),
-			fmtFloat(float64(h.PoolSize)), fmt.Sprintf("%d", h.ProbeQueueDepth), strings.Join(rem, ", "))
+		row = append(row, fmt.Sprintf("%d", h.StaleAnswers), fmtReuseBudget(h.ReuseBudgetMin, h.ReuseBudgetMax))
+		if coalesced {
+			row = append(row, fmt.Sprintf("%d", h.ProbesCoalesced))
+		}
+		if reused {
+			row = append(row, fmt.Sprintf("%d (%s)", h.ReusedPicks, fmtPct(float64(h.ReusedPicks)/float64(max(h.Picks, 1)))))
+		}
+		row = append(row, fmtFloat(float64(h.PoolSize)), fmt.Sprintf("%d", h.ProbeQueueDepth), strings.Join(rem, ", "))
 		rows = append(rows, row)
 	}
 	right := []int{}

@@ -1,0 +1,30 @@
+package reports
+
+import (
+	"strings"
+	"testing"
+)
+
+// The probe-and-pool table shows probes coalesced and reused picks only
+// when some policy counted them, so reports of older artifacts (which
+// have neither) render as they did.
+func TestWriteHealth_NewerColumnsOnlyWhenCounted(t *testing.T) {
+	a := &Analysis{Health: []HealthResult{
+		{Algorithm: "prequal", Runs: 1, Picks: 1000, ProbesPlanned: 3000, ReuseBudgetMin: 2, ReuseBudgetMax: 2},
+		{Algorithm: "round-robin", Runs: 1, Picks: 1000},
+	}}
+	var old strings.Builder
+	writeHealth(&old, a)
+	if s := old.String(); strings.Contains(s, "coalesced") || strings.Contains(s, "reused") {
+		t.Errorf("columns without counts:\n%s", s)
+	}
+	a.Health[0].ProbesCoalesced, a.Health[0].ReusedPicks = 42, 10
+	var b strings.Builder
+	writeHealth(&b, a)
+	s := b.String()
+	for _, want := range []string{"probes coalesced", "reused picks", " 42 |", " 10 (1.00%) |", "Probes coalesced were owed but not sent"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+}

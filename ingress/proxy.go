@@ -635,10 +635,12 @@ func (rs *routeState) attemptDoneFeedback(pol loadbalancer.Policy, p loadbalance
 	defer rs.inFlight.Add(-1)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	// Deferred, so the attempt is reported finished even if the feedback
+	// call panics (forward has already marked it reported).
+	defer rs.doneLocked(pol, p, latency, status, now)
 	if fb.Known {
 		fu.ServerFeedback(now, p, fb)
 	}
-	rs.doneLocked(pol, p, latency, status, now)
 }
 
 // doneLocked finishes an attempt with rs.mu held. The callers release the
@@ -745,29 +747,53 @@ func (rs *routeState) countProbe(r prober.Result) {
 	}
 }
 
-// ProbeDone feeds a probe outcome to the route's current policy.
+// ProbeDone feeds a probe outcome to the route's current policy. It is
+// called from prober workers and, for a probe dropped at a full queue, from
+// the request path; a panicking policy is recovered here (counted and
+// logged) with the route lock released, so it neither ends the ingress nor
+// wedges the route.
 func (rs *routeState) ProbeDone(endpoint string, r prober.Result) {
+	defer rs.recoverPolicy("probe outcome")
 	rs.countProbe(r)
 	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if r.Outcome == loadbalancer.ProbeOK {
 		rs.policy.ProbeResult(r.Received, endpoint, r.Reply)
 	} else {
 		rs.policy.ProbeFailed(r.Received, endpoint, r.Outcome)
 	}
-	rs.mu.Unlock()
 }
 
 // idleProbes asks the policy for probes owed without traffic.
 func (rs *routeState) idleProbes(now time.Time) {
+	defer rs.recoverPolicy("idle probes")
 	var stack [16]string
 	due := stack[:0]
-	rs.mu.Lock()
-	if rs.usesProbes && rs.policy != nil {
-		rs.probeBuf = rs.policy.ProbesDue(now, rs.rng, rs.probeBuf[:0])
-		due = append(due, rs.probeBuf...)
-	}
-	rs.mu.Unlock()
+	func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		if rs.usesProbes && rs.policy != nil {
+			rs.probeBuf = rs.policy.ProbesDue(now, rs.rng, rs.probeBuf[:0])
+			due = append(due, rs.probeBuf...)
+		}
+	}()
 	rs.enqueue(due)
+}
+
+// recoverPolicy, deferred, recovers a panic off the request path (a
+// policy's probe handling), counts it with the request path's panics and
+// logs it, rate-limited.
+func (rs *routeState) recoverPolicy(where string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	i := rs.ing
+	i.metrics.Panics.Inc()
+	if ok, suppressed := i.panicLog.allow(time.Now()); ok {
+		i.log.Error("panic in a policy's "+where+"; recovered", "route", rs.key, "panic", fmt.Sprint(v),
+			"stack", string(debug.Stack()), "suppressed_since_last", suppressed)
+	}
 }
 
 // gaugeSnapshot feeds the scrape-time gauges.

@@ -124,6 +124,10 @@ func Compare(newDir, oldDir string, opts Options) (CompareResult, error) {
 // CLI path's latencies include).
 func environmentNotes(ne, oe artifacts.Environment) []string {
 	var notes []string
+	if (ne.Name == "") != (oe.Name == "") {
+		notes = append(notes, fmt.Sprintf("only one campaign records its environment (new %s, baseline %s): they may not have measured the same system",
+			orNone(ne.Name), orNone(oe.Name)))
+	}
 	if ne.Topology != oe.Topology {
 		notes = append(notes, fmt.Sprintf("the topologies differ (new %s, baseline %s): read the comparison with care", orNone(ne.Topology), orNone(oe.Topology)))
 	}

@@ -172,6 +172,14 @@ func TestCompare_EnvironmentMustMatch(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(cur, reports.CompareFile)); strings.Contains(string(b), "differ (new") || strings.Contains(string(b), "load paths differ") {
 		t.Errorf("notes for campaigns that ran alike:\n%s", b)
 	}
+	// A side without an environment name is noted, not taken as the same.
+	setEnvironment(t, old, func(e *artifacts.Environment) { e.Name = "" })
+	if _, err := reports.Compare(cur, old, reports.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cur, reports.CompareFile)); !strings.Contains(string(b), "only one campaign records its environment (new kind, baseline none recorded)") {
+		t.Errorf("COMPARE.md lacks the note on the unnamed environment:\n%s", b)
+	}
 }
 
 func old2load() *artifacts.LoadPath {

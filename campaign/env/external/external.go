@@ -341,9 +341,9 @@ func (e *Env) settle(ctx context.Context) error {
 	}
 }
 
-// hookWaitDelay bounds the wait for a killed hook's output pipes: a
-// process that left the hook's process group (setsid) may still hold
-// them, and must not hold up the run.
+// hookWaitDelay bounds the wait for a hook's output pipes once the shell
+// has exited: a child it left behind (or one that left the hook's process
+// group with setsid) may still hold them, and must not hold up the run.
 const hookWaitDelay = 500 * time.Millisecond
 
 // hook runs a shell command in the config file's directory with
@@ -370,6 +370,14 @@ func (e *Env) hook(ctx context.Context, name, command string) error {
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = hookWaitDelay
 	err = cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		// The hook succeeded but left a child holding its output: the
+		// child is stopped with the group (it must not act during the
+		// run), and the hook counts as done.
+		_ = killGroup(cmd.Process)
+		out.WriteString("\n(a child the hook left running held its output past " + hookWaitDelay.String() + " and was stopped)\n")
+		err = nil
+	}
 	e.log(fmt.Sprintf("%s %s: %s\n%s", time.Now().UTC().Format(time.RFC3339Nano), name, line, out.String()))
 	if err != nil {
 		tail := strings.TrimSpace(out.String())

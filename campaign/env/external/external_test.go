@@ -146,6 +146,34 @@ func TestHookTimeoutKillsItsChildren(t *testing.T) {
 	}
 }
 
+// A hook that succeeds but leaves a short-lived child holding its output
+// succeeds (it failed with "WaitDelay expired"), and the child is stopped.
+func TestHookThatLeavesAChildSucceeds(t *testing.T) {
+	e, _ := newEnv(t, &Config{}, 0)
+	e.cfg.hookTimeout = 5 * time.Second
+	e.cfg.SetAlgorithm = `sh -c 'echo $$ > child.pid; exec sleep 2' & echo switched`
+	if err := e.SetAlgorithm(context.Background(), "round-robin"); err != nil {
+		t.Fatalf("SetAlgorithm of a hook that exited 0: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(e.cfg.dir, "child.pid"))
+	if os.IsNotExist(err) {
+		return // stopped before it got as far as writing its pid
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child %d the hook left still runs", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // alive reports whether process pid exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

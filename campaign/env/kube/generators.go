@@ -18,6 +18,7 @@ import (
 	"github.com/prequalbench/prequalbench/manifests"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -341,27 +342,32 @@ func (w *WithGenerators) Setup(ctx context.Context) error {
 	if err := w.Env.Setup(ctx); err != nil {
 		return err
 	}
-	w.chooseLoad(ctx)
-	return nil
+	return w.chooseLoad(ctx)
 }
 
 // chooseLoad keeps the generators if this client may run them, else
-// falls back to the Env's path from this machine and says why.
-func (w *WithGenerators) chooseLoad(ctx context.Context) {
+// falls back to the Env's path from this machine and says why. Only a
+// denial falls back (the review says no, or the review API itself is
+// forbidden); any other error (the API server unavailable, a timeout)
+// fails Setup rather than quietly changing where the load comes from.
+func (w *WithGenerators) chooseLoad(ctx context.Context) error {
 	denied, err := w.Gen.CheckAccess(ctx)
 	switch {
+	case err != nil && !apierrors.IsForbidden(err):
+		return fmt.Errorf("kube: in-cluster generators: checking their access: %w", err)
 	case err != nil:
-		w.fallback = fmt.Sprintf("in-cluster generators (%d) not used: their access could not be checked (%v)", w.Gen.Count, err)
+		w.fallback = fmt.Sprintf("in-cluster generators (%d) not used: this client may not ask the API server what it may do (%v)", w.Gen.Count, err)
 	case len(denied) > 0:
 		w.fallback = fmt.Sprintf("in-cluster generators (%d) not allowed in namespace %s (RBAC denies %s)", w.Gen.Count, w.Gen.Namespace, strings.Join(denied, ", "))
 	default:
 		w.fallback = ""
-		return
+		return nil
 	}
 	w.fallback += "; the load came from the machine running the campaign instead"
 	if w.opts.Client != nil && w.opts.Client.Progress != nil {
 		w.opts.Client.Progress("warning: " + w.fallback + ": " + strings.Join(w.proxies, ", "))
 	}
+	return nil
 }
 
 // DrivesLoad reports whether the generators carry the load; false after

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -11,8 +12,10 @@ import (
 	"github.com/prequalbench/prequalbench/internal/kubetest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -73,6 +76,38 @@ func TestGenerators_FallBackWhenJobsForbidden(t *testing.T) {
 	}
 	if got := f.Load.Describe(); !strings.Contains(got, "3 in-cluster generator Job(s)") {
 		t.Errorf("describe: %s", got)
+	}
+}
+
+// The access review itself forbidden is a denial (fall back, and say so);
+// any other failure of the review (the API server unavailable) fails
+// Setup instead of quietly moving the load to this machine.
+func TestGenerators_AccessReviewErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		err      error
+		fallback bool
+	}{
+		{"review forbidden", apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("no")), true},
+		{"API server unavailable", apierrors.NewServiceUnavailable("etcd is down"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			k := fake.NewClientset()
+			k.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tt.err
+			})
+			w := withGenerators(k, "bench")
+			err := w.chooseLoad(context.Background())
+			if tt.fallback {
+				if err != nil || w.DrivesLoad() || !strings.Contains(w.Facts().Load.Warnings[0], "may not ask the API server") {
+					t.Errorf("err %v, drives %v, facts %+v; want a fallback that says why", err, w.DrivesLoad(), w.Facts().Load)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "etcd is down") {
+				t.Errorf("err %v, want Setup to fail with the review's error", err)
+			}
+		})
 	}
 }
 

@@ -73,18 +73,21 @@ func c2Fleet(est func() fleetEstimator) func() []*fleetReplica {
 }
 
 // TestPrequal_OneExplorationPerSlowReplica: before a 16x-slow replica's
-// first request finishes its latency is unknown; each client may send it
-// one exploratory request, not one per compensation step.
+// first request finishes its latency is unknown; it gets a few exploratory
+// requests, not one per compensation step, nor one per client (a probe
+// that reports a request in flight and no latency counts as explored by
+// another client): 6 picks of the pair with 10 clients here, 15 when each
+// client explored on its own.
 func TestPrequal_OneExplorationPerSlowReplica(t *testing.T) {
-	const clients = 4
+	const clients = 10
 	r := runFleet(t, fleetSetup{
 		clients: clients, rps: 1000, dur: 790 * time.Millisecond, probeDelay: time.Millisecond, seed: 1,
 		newPolicy: policyMaker(t, NamePrequal, nil), replicas: c2Fleet(recentByCount),
 	})
 	slow := r.probedPicksOf[14] + r.probedPicksOf[15] // random fallbacks aside
 	t.Logf("picks of the slow pair on probes before their first answer: %d (%v)", slow, r)
-	if slow > 2*clients {
-		t.Errorf("%d picks of the 16x-slow pair in their first 790 ms, want at most one per client and replica (%d)", slow, 2*clients)
+	if slow > 10 {
+		t.Errorf("%d picks of the 16x-slow pair in their first 790 ms by %d clients, want at most 10", slow, clients)
 	}
 }
 

@@ -133,6 +133,14 @@ type PrequalConfig struct {
 	// simulation with a 1 s window: p99 0.6 s without memory, 2.3 s with
 	// 10 s).
 	LatencyMemory time.Duration `json:"latency_memory"`
+	// LatencyTolerance makes cold probes whose latencies are within this
+	// fraction of the fastest one's a tie, broken by the lower RIF, then at
+	// random. The paper picks the lowest latency outright; estimates from
+	// real replicas differ by noise (sleeping 50 ms reads 50.1 on one and
+	// 50.4 on another), and an exact ranking then sent most picks to the
+	// replica that happened to read lowest until it turned hot (the seed's
+	// C2 on loopback: fast-group max/min 41). 0 ranks exactly.
+	LatencyTolerance float64 `json:"latency_tolerance"`
 }
 
 // PeakEWMAConfig holds the Linkerd/Finagle peak-EWMA baseline's knobs.
@@ -163,6 +171,7 @@ func DefaultConfig() Config {
 			RIFWindow:         64,
 			MaxReuse:          2,
 			LatencyMemory:     0,
+			LatencyTolerance:  0.05,
 		},
 		PeakEWMA: PeakEWMAConfig{
 			Decay:      10 * time.Second,
@@ -214,6 +223,9 @@ func (c Config) Validate() error {
 	}
 	if !(p.QRIF >= 0 && p.QRIF <= 1) {
 		bad("Prequal.QRIF", "in [0, 1]", p.QRIF)
+	}
+	if !(p.LatencyTolerance >= 0 && p.LatencyTolerance <= 1) {
+		bad("Prequal.LatencyTolerance", "in [0, 1]", p.LatencyTolerance)
 	}
 	if p.MinProbes < 1 || (p.PoolSize >= 1 && p.MinProbes > p.PoolSize) {
 		bad("Prequal.MinProbes", fmt.Sprintf("in [1, PoolSize=%d]", p.PoolSize), p.MinProbes)

@@ -449,7 +449,12 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 	}
 	switch {
 	case ties[catCold] > 0:
-		c := p.nthTie(catCold, best[catCold], ties[catCold], rng)
+		var c int
+		if tol := p.cfg.LatencyTolerance; tol > 0 {
+			c = p.nearFastest(int64(float64(best[catCold])*(1+tol)), rng)
+		} else {
+			c = p.nthTie(catCold, best[catCold], ties[catCold], rng)
+		}
 		if ties[catUnknown] > 0 && best[catUnknown] <= int64(p.pool[c].rif) {
 			return p.nthTie(catUnknown, best[catUnknown], ties[catUnknown], rng), false
 		}
@@ -462,6 +467,40 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 		return p.nthTie(catExploring, best[catExploring], ties[catExploring], rng), false
 	}
 	return p.nthTie(catAverse, best[catAverse], ties[catAverse], rng), true
+}
+
+// nearFastest returns, among the cold probes whose latency is at most
+// limit (the fastest's within LatencyTolerance), a uniformly random one of
+// those with the lowest RIF.
+func (p *prequal) nearFastest(limit int64, rng *rand.Rand) int {
+	var rif int32
+	ties := 0
+	for i := range p.pool {
+		e := &p.pool[i]
+		if p.cats[i] != catCold || int64(e.latency) > limit {
+			continue
+		}
+		switch {
+		case ties == 0 || e.rif < rif:
+			rif, ties = e.rif, 1
+		case e.rif == rif:
+			ties++
+		}
+	}
+	n := 0
+	if ties > 1 {
+		n = rng.IntN(ties)
+	}
+	for i := range p.pool {
+		e := &p.pool[i]
+		if p.cats[i] == catCold && int64(e.latency) <= limit && e.rif == rif {
+			if n == 0 {
+				return i
+			}
+			n--
+		}
+	}
+	panic("loadbalancer: prequal near-fastest count out of step with the pool")
 }
 
 // nthTie returns a uniformly random one of the ties entries of category cat

@@ -208,3 +208,21 @@ func TestPrequal_PoolReceiptOrderInvariant(t *testing.T) {
 		}
 	}
 }
+
+// Cold latencies within LatencyTolerance of the fastest tie, and the lower
+// RIF among them wins; outside it, and with a tolerance of 0, the fastest
+// wins outright.
+func TestPrequal_LatencyToleranceBreaksNearTiesByRIF(t *testing.T) {
+	us := time.Microsecond
+	replies := map[int]ProbeReply{0: known(3, 50000*us), 1: known(1, 50300*us), 2: known(0, 60000*us)}
+	for _, tt := range []struct {
+		tol  float64
+		want int
+	}{{0.05, 1}, {0, 0}, {0.25, 2}} {
+		p := newPrequalT(t, 4, func(c *PrequalConfig) { c.QRIF = 1; c.LatencyTolerance = tt.tol })
+		fill(p, t0, replies)
+		if got := p.byAddr[mustPick(t, p, t0, newRNG()).Endpoint]; got != tt.want {
+			t.Errorf("tolerance %v: picked %d, want %d", tt.tol, got, tt.want)
+		}
+	}
+}

@@ -92,6 +92,10 @@ func init() {
 			kind: kindInt, lo: 1, hi: maxReuseLimit,
 			get: func(c *Config) float64 { return float64(c.Prequal.MaxReuse) },
 			set: func(c *Config, v float64) { c.Prequal.MaxReuse = int(v) }},
+		paramSpec{name: "tol", doc: "latency tolerance: cold probes within this fraction of the fastest tie, broken by RIF; 0 = exact (PrequalConfig.LatencyTolerance)",
+			kind: kindNumber, lo: 0, hi: 1,
+			get: func(c *Config) float64 { return c.Prequal.LatencyTolerance },
+			set: func(c *Config, v float64) { c.Prequal.LatencyTolerance = v }},
 	)
 	// linear and rif-only run prequal's pool: its parameters apply.
 	registerParams(NameLinear, append(slices.Clone(params[NamePrequal]),

@@ -4,6 +4,7 @@ package loadbalancer
 // its mechanism is removed.
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -224,5 +225,46 @@ func TestPrequal_LatencyToleranceBreaksNearTiesByRIF(t *testing.T) {
 		if got := p.byAddr[mustPick(t, p, t0, newRNG()).Endpoint]; got != tt.want {
 			t.Errorf("tolerance %v: picked %d, want %d", tt.tol, got, tt.want)
 		}
+	}
+}
+
+// A latency near the largest Duration neither overflows compensation nor
+// the tolerance's limit (Pick panicked on three answers at MaxInt64).
+func TestPrequal_HugeLatenciesDoNotOverflow(t *testing.T) {
+	p := newPrequalT(t, 4, nil)
+	fill(p, t0, map[int]ProbeReply{0: known(0, math.MaxInt64), 1: known(0, math.MaxInt64), 2: known(0, math.MaxInt64)})
+	rng := newRNG()
+	for range 5 {
+		pk := mustPick(t, p, at(1), rng)
+		if pk.Fallback {
+			t.Fatalf("fallback pick with a full pool: %+v", pk)
+		}
+	}
+	for _, e := range p.pool {
+		if e.latency < 0 {
+			t.Errorf("latency overflowed to %v", e.latency)
+		}
+	}
+}
+
+// Removal of "the worst" takes an averse replica's probe before any other,
+// even one that would otherwise be the best.
+func TestPrequal_WorstTakesAverseFirst(t *testing.T) {
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 16; c.Delta = 1000 })
+	rng := newRNG()
+	for ms := 0; ms < AversionMinSamples; ms++ {
+		pk, _ := p.PickOther(at(ms), rng, p.eps[1].addr)
+		for pk.Endpoint != p.eps[0].addr {
+			p.Done(at(ms), pk, time.Millisecond, 200)
+			pk, _ = p.PickOther(at(ms), rng, p.eps[1].addr)
+		}
+		p.Done(at(ms), pk, time.Millisecond, 500)
+	}
+	if !p.averse(0) {
+		t.Fatal("endpoint 0 not averse")
+	}
+	fill(p, at(10), map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(1, 5*time.Millisecond), 2: known(2, 9*time.Millisecond)})
+	if w := p.worst(p.hotThreshold()); p.pool[w].ep != 0 {
+		t.Errorf("worst = endpoint %d, want the averse endpoint 0", p.pool[w].ep)
 	}
 }

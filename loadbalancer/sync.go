@@ -92,7 +92,7 @@ func (s *prequalSync) PickSync(now time.Time, rng *rand.Rand, answers []SyncAnsw
 		s.recordRIF(rif)
 		known := a.Reply.LatencyKnown && a.Reply.Latency >= 0
 		s.replicas[ep].latencyKnown = known
-		s.pool = append(s.pool, probeEntry{ep: int32(ep), received: t, rif: int32(rif), latency: a.Reply.Latency, known: known})
+		s.pool = append(s.pool, probeEntry{ep: int32(ep), received: t, rif: int32(rif), latency: min(a.Reply.Latency, maxLatency), known: known})
 	}
 	d := min(s.sync.D, n)
 	if need, _ := s.SyncWait(); oks < min(need, d) && len(answers) < d {

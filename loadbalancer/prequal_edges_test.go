@@ -91,17 +91,7 @@ func TestPrequal_OverflowDropsTheOldestEvenIfItIsTheArrival(t *testing.T) {
 func TestPrequal_AverseRankedBelowOtherProbes(t *testing.T) {
 	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 16; c.Delta = 1000 })
 	rng := newRNG()
-	for ms := 0; ms < AversionMinSamples; ms++ {
-		pk, _ := p.PickOther(at(ms), rng, p.eps[1].addr)
-		for pk.Endpoint != p.eps[0].addr {
-			p.Done(at(ms), pk, time.Millisecond, 200)
-			pk, _ = p.PickOther(at(ms), rng, p.eps[1].addr)
-		}
-		p.Done(at(ms), pk, time.Millisecond, 500)
-	}
-	if !p.averse(0) {
-		t.Fatal("endpoint 0 not averse")
-	}
+	makeAverse(t, p, rng)
 	for i := 0; i < 20; i++ {
 		fill(p, at(10), map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(1, 5*time.Millisecond)})
 		if pk := mustPick(t, p, at(10), rng); pk.Endpoint != p.eps[1].addr {
@@ -252,6 +242,17 @@ func TestPrequal_HugeLatenciesDoNotOverflow(t *testing.T) {
 func TestPrequal_WorstTakesAverseFirst(t *testing.T) {
 	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.RemovePerQuery = 0; c.MaxReuse = 16; c.Delta = 1000 })
 	rng := newRNG()
+	makeAverse(t, p, rng)
+	fill(p, at(10), map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(1, 5*time.Millisecond), 2: known(2, 9*time.Millisecond)})
+	if w := p.worst(p.hotThreshold()); p.pool[w].ep != 0 {
+		t.Errorf("worst = endpoint %d, want the averse endpoint 0", p.pool[w].ep)
+	}
+}
+
+// makeAverse fails AversionMinSamples requests to endpoint 0 (endpoint 1
+// kept out of the picks), so endpoint 0 is averse.
+func makeAverse(t *testing.T, p *prequal, rng *rand.Rand) {
+	t.Helper()
 	for ms := 0; ms < AversionMinSamples; ms++ {
 		pk, _ := p.PickOther(at(ms), rng, p.eps[1].addr)
 		for pk.Endpoint != p.eps[0].addr {
@@ -262,9 +263,5 @@ func TestPrequal_WorstTakesAverseFirst(t *testing.T) {
 	}
 	if !p.averse(0) {
 		t.Fatal("endpoint 0 not averse")
-	}
-	fill(p, at(10), map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(1, 5*time.Millisecond), 2: known(2, 9*time.Millisecond)})
-	if w := p.worst(p.hotThreshold()); p.pool[w].ep != 0 {
-		t.Errorf("worst = endpoint %d, want the averse endpoint 0", p.pool[w].ep)
 	}
 }

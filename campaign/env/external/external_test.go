@@ -129,18 +129,9 @@ func TestHookTimeoutKillsItsChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Once the child is gone it can touch nothing: poll for that, then
-	// check it had not (a zombie waiting for its reaper counts as gone).
-	for deadline := time.Now().Add(5 * time.Second); alive(pid); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the hook's child %d still runs after the timeout", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Once the child is gone it can touch nothing: wait for that, then
+	// check it had not.
+	waitGone(t, b, "the hook's child still runs after the timeout")
 	if _, err := os.Stat(filepath.Join(e.cfg.dir, "late.txt")); err == nil {
 		t.Error("the timed-out hook's child ran on and touched late.txt")
 	}
@@ -162,13 +153,20 @@ func TestHookThatLeavesAChildSucceeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, b, "the child the hook left still runs")
+}
+
+// waitGone polls, with a deadline, until the process whose pid pidFile
+// holds is gone (a zombie waiting for its reaper counts as gone).
+func waitGone(t *testing.T, pidFile []byte, msg string) {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); alive(pid); {
 		if time.Now().After(deadline) {
-			t.Fatalf("the child %d the hook left still runs", pid)
+			t.Fatalf("pid %d: %s", pid, msg)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -159,7 +159,9 @@ func TestProxy_BodyBrokenOffIsAnUpstreamError(t *testing.T) {
 		hangUp bool
 	}{{"backend hangs up", true}, {"backend stalls past the read timeout", false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", UpstreamReadTimeout: 200 * time.Millisecond},
+			// The header timeout is far longer than the client's: the read
+			// timeout alone must end a stalled body.
+			ing, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", UpstreamReadTimeout: 200 * time.Millisecond, UpstreamTimeout: time.Hour},
 				route.Spec{Key: "cut", Path: "/", Endpoints: []string{stallingBackend(t, tt.hangUp)}})
 			// The answer is read whole before the client sees any of it,
 			// so the client gets a clean 502, never a cut 200.

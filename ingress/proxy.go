@@ -172,10 +172,9 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	open = true
-	err = rs.ing.upstreams.do(p.Endpoint, req, resp)
+	now, err := rs.ing.upstreams.do(p.Endpoint, req, resp, start)
 	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
 		// Tell the first endpoint's policy, then try once more elsewhere.
-		now := time.Now()
 		open = false
 		rs.attemptDone(pol, p, now.Sub(start), 0, now)
 		pol2, p2, ok := rs.pickOther(now, p.Endpoint)
@@ -188,9 +187,8 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 		// settings (a Content-Type and Date nobody sent would appear).
 		// The next answer's headers replace the old ones as they are read.
 		resp.ResetBody()
-		err = rs.ing.upstreams.do(p.Endpoint, req, resp)
+		now, err = rs.ing.upstreams.do(p.Endpoint, req, resp, now)
 	}
-	now := time.Now()
 	lat := now.Sub(start)
 	open = false // reported below, once, even if the report panics
 	if err != nil && requestFault(err) {

@@ -52,6 +52,57 @@ type upstreamConn struct {
 	live      liveness.Checker
 	idleSince time.Time
 	reused    bool
+	// The deadlines last set on conn, for lazy renewal (setReadDeadline).
+	readDeadline, writeDeadline time.Time
+}
+
+// deadlineSlack is how much later than its timeout a deadline may fire: a
+// deadline is renewed only when it would fire before the timeout, and then
+// set this much later, so a busy connection renews it about once per slack
+// instead of three times per request (each a timer update in the runtime).
+// nginx's timers are lazy the same way (NGX_TIMER_LAZY_DELAY, 300 ms).
+func deadlineSlack(timeout time.Duration) time.Duration {
+	return min(timeout/16, 250*time.Millisecond)
+}
+
+// lazyDeadline returns the deadline to set for timeout from now, or false
+// when cur already fires between now+timeout and now+timeout+slack.
+func lazyDeadline(cur, now time.Time, timeout time.Duration) (time.Time, bool) {
+	want := now.Add(timeout)
+	slack := deadlineSlack(timeout)
+	if !cur.Before(want) && cur.Sub(want) <= slack {
+		return cur, false
+	}
+	return want.Add(slack), true
+}
+
+// setReadDeadline makes reads on c fail no sooner than timeout from now,
+// and no later than its slack after that.
+func (c *upstreamConn) setReadDeadline(now time.Time, timeout time.Duration) error {
+	d, renew := lazyDeadline(c.readDeadline, now, timeout)
+	if !renew {
+		return nil
+	}
+	c.readDeadline = time.Time{} // unknown if the call fails
+	if err := c.conn.SetReadDeadline(d); err != nil {
+		return err
+	}
+	c.readDeadline = d
+	return nil
+}
+
+// setWriteDeadline is setReadDeadline for writes.
+func (c *upstreamConn) setWriteDeadline(now time.Time, timeout time.Duration) error {
+	d, renew := lazyDeadline(c.writeDeadline, now, timeout)
+	if !renew {
+		return nil
+	}
+	c.writeDeadline = time.Time{}
+	if err := c.conn.SetWriteDeadline(d); err != nil {
+		return err
+	}
+	c.writeDeadline = d
+	return nil
 }
 
 // connWriter writes to the connection and keeps the last write error, so a
@@ -138,28 +189,33 @@ func (u *upstreams) host(addr string) *hostConns {
 // in the moment between: a reused connection that fails before a single byte
 // of answer is replaced once, for an idempotent request (RFC 9110 §9.2.2),
 // as net/http does. Nothing reached the backend's application.
-func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Response) error {
+//
+// start is the caller's clock reading at the start, and end the one taken
+// when the exchange ended (one clock read shared with the caller).
+func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Response, start time.Time) (end time.Time, err error) {
 	h := u.host(addr)
 	for replayed := false; ; replayed = true {
-		c, err := u.get(h, addr)
+		c, err := u.get(h, addr, start)
 		if err != nil {
-			return &upstreamError{phase: phaseDial, err: err}
+			return time.Now(), &upstreamError{phase: phaseDial, err: err}
 		}
-		keep, err := u.exchange(c, req, resp)
+		keep, err := u.exchange(c, req, resp, start)
+		end = time.Now()
 		if err == nil {
 			if !keep || resp.ConnectionClose() || req.ConnectionClose() {
 				c.conn.Close()
 			} else {
-				u.put(h, c)
+				u.put(h, c, end)
 			}
-			return nil
+			return end, nil
 		}
 		c.conn.Close()
 		if !replayed && c.reused && staleConn(err) && idempotent(req) {
 			resp.ResetBody() // not Reset, which clears the no-default-header settings
+			start = end
 			continue
 		}
-		return err
+		return end, err
 	}
 }
 
@@ -168,8 +224,7 @@ func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Respon
 // or sent stray bytes on) since it was put back is closed instead, so no
 // request is sent on it (a POST could not be replayed) and no stray bytes
 // are read as the next answer.
-func (u *upstreams) get(h *hostConns, addr string) (*upstreamConn, error) {
-	now := time.Now()
+func (u *upstreams) get(h *hostConns, addr string, now time.Time) (*upstreamConn, error) {
 	for {
 		h.mu.Lock()
 		n := len(h.idle)
@@ -202,12 +257,12 @@ func (u *upstreams) get(h *hostConns, addr string) (*upstreamConn, error) {
 // put keeps c for the next request, unless bytes past the answer are
 // already buffered (a HEAD answer with a body, a body longer than its
 // Content-Length): they would be read as the next answer.
-func (u *upstreams) put(h *hostConns, c *upstreamConn) {
+func (u *upstreams) put(h *hostConns, c *upstreamConn, now time.Time) {
 	if c.br.Buffered() > 0 {
 		c.conn.Close()
 		return
 	}
-	c.idleSince = time.Now()
+	c.idleSince = now
 	h.mu.Lock()
 	if h.gone || len(h.idle) >= u.maxIdlePerHost {
 		h.mu.Unlock()
@@ -223,8 +278,9 @@ func (u *upstreams) put(h *hostConns, c *upstreamConn) {
 // read each get readTimeout (nginx's proxy_send_timeout and
 // proxy_read_timeout, here over the whole body because it is read into
 // memory at once), the headers headerTimeout from the end of the write.
-func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) (keep bool, err error) {
-	if err := c.conn.SetWriteDeadline(time.Now().Add(u.readTimeout)); err != nil {
+// Each may fire up to its deadlineSlack late.
+func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response, now time.Time) (keep bool, err error) {
+	if err := c.setWriteDeadline(now, u.readTimeout); err != nil {
 		return false, &upstreamError{phase: phaseSend, err: err}
 	}
 	err = req.Write(c.bw)
@@ -242,7 +298,7 @@ func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasth
 		}
 		return false, &upstreamError{phase: phaseSend, err: err}
 	}
-	if err := c.conn.SetReadDeadline(time.Now().Add(u.headerTimeout)); err != nil {
+	if err := c.setReadDeadline(time.Now(), u.headerTimeout); err != nil {
 		return false, &upstreamError{phase: phaseHeader, err: err}
 	}
 	if err := readHeader(c, resp); err != nil {
@@ -267,7 +323,7 @@ const earlyAnswerWait = 100 * time.Millisecond
 // idle connection, not an answer to this request: the write failure
 // stands (and a replay may follow).
 func (u *upstreams) earlyAnswer(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
-	if c.conn.SetReadDeadline(time.Now().Add(earlyAnswerWait)) != nil {
+	if c.setReadDeadline(time.Now(), earlyAnswerWait) != nil {
 		return false
 	}
 	if readHeader(c, resp) != nil || (c.reused && resp.StatusCode() == fasthttp.StatusRequestTimeout) {
@@ -301,8 +357,12 @@ func (u *upstreams) readBody(c *upstreamConn, req *fasthttp.Request, resp *fasth
 	if resp.SkipBody || resp.StatusCode() == fasthttp.StatusNoContent || resp.StatusCode() == fasthttp.StatusNotModified {
 		return nil
 	}
-	if err := c.conn.SetReadDeadline(time.Now().Add(u.readTimeout)); err != nil {
-		return &upstreamError{phase: phaseBody, err: err}
+	// A body already buffered whole (most small answers arrive with their
+	// headers) needs no read, so no deadline.
+	if n := resp.Header.ContentLength(); n < 0 || c.br.Buffered() < n {
+		if err := c.setReadDeadline(time.Now(), u.readTimeout); err != nil {
+			return &upstreamError{phase: phaseBody, err: err}
+		}
 	}
 	if err := resp.ReadBody(c.br, u.maxBody); err != nil {
 		return &upstreamError{phase: phaseBody, err: err}

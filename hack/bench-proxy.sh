@@ -51,7 +51,9 @@ NGINX
 }
 # The backend also listens on 16 more ports, the endpoints of a prequal
 # route whose probes spread over 16 replicas as in a campaign (behind one
-# endpoint a probe in flight coalesces the next ones, so few are sent).
+# endpoint a probe in flight coalesces the next ones, so few are sent), and
+# of a round-robin route over the same 16, which the CPU per probe is taken
+# against (spreading over 16 endpoints costs CPU of its own).
 be_listen="listen 127.0.0.1:18180;"
 pq16_eps=""
 for p in $(seq 18200 18215); do be_listen+=" listen 127.0.0.1:$p;"; pq16_eps+="${pq16_eps:+, }\"127.0.0.1:$p\""; done
@@ -81,6 +83,8 @@ start_ingress rr round-robin 18182 18192 "$ingress_bin"
 targets+=(ingress-rr:18182:${pids[-1]}:)
 start_ingress pq prequal 18183 18193 "$ingress_bin"
 targets+=(ingress-prequal:18183:${pids[-1]}:18193)
+start_ingress rr16 round-robin 18187 18197 "$ingress_bin" "$pq16_eps"
+targets+=(ingress-rr-16:18187:${pids[-1]}:)
 start_ingress pq16 prequal 18186 18196 "$ingress_bin" "$pq16_eps"
 targets+=(ingress-prequal-16:18186:${pids[-1]}:18196)
 if [ -n "${COMPARE_BIN:-}" ]; then
@@ -88,6 +92,10 @@ if [ -n "${COMPARE_BIN:-}" ]; then
   targets+=(cmp-ingress-rr:18184:${pids[-1]}:)
   start_ingress cmp-pq prequal 18185 18195 "$COMPARE_BIN"
   targets+=(cmp-ingress-prequal:18185:${pids[-1]}:18195)
+  start_ingress cmp-rr16 round-robin 18188 18198 "$COMPARE_BIN" "$pq16_eps"
+  targets+=(cmp-ingress-rr-16:18188:${pids[-1]}:)
+  start_ingress cmp-pq16 prequal 18189 18199 "$COMPARE_BIN" "$pq16_eps"
+  targets+=(cmp-ingress-prequal-16:18189:${pids[-1]}:18199)
 fi
 for t in "${targets[@]}"; do
   IFS=: read -r _ port _ _ <<<"$t"

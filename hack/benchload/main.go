@@ -171,13 +171,21 @@ func summary(in io.Reader, out io.Writer) error {
 			num("%.1f", med(t, "backend_cpu_us_req")))
 	}
 	// Ingress CPU per probe: a prequal ingress's extra CPU per request over
-	// round-robin's (same binary), divided by the probes it sent per request
-	// (its prequal_probes_sent_total counter). It also holds prequal's pick.
+	// round-robin's on the same endpoints (same binary), divided by the
+	// probes it sent per request (its prequal_probes_sent_total counter). It
+	// also holds prequal's pick. Spreading requests over 16 endpoints costs
+	// CPU of its own (more connections, fewer requests per wake-up), so the
+	// 16-endpoint route is set against round-robin over the same 16; only
+	// without that target is the 1-endpoint round-robin used, and said.
 	// Below 0.2 probes per request (one endpoint: probes in flight coalesce)
 	// the difference is noise, not a probe's cost, and none is given.
 	for _, prefix := range []string{"", "cmp-"} {
-		rr := prefix + "ingress-rr"
-		for _, pq := range []string{prefix + "ingress-prequal", prefix + "ingress-prequal-16"} {
+		for _, pair := range [][2]string{{"ingress-prequal", "ingress-rr"}, {"ingress-prequal-16", "ingress-rr-16"}} {
+			pq, rr := prefix+pair[0], prefix+pair[1]
+			spread := ""
+			if vals[rr] == nil && pair[1] == "ingress-rr-16" {
+				rr, spread = prefix+"ingress-rr", ", and the cost of spreading over 16 endpoints: there is no "+prefix+"ingress-rr-16 to set it against"
+			}
 			ppr := med(pq, "probes_per_req")
 			if vals[pq] == nil || vals[rr] == nil || !(ppr > 0) {
 				continue
@@ -188,8 +196,8 @@ func summary(in io.Reader, out io.Writer) error {
 					pq, num("%.2f", ppr), num("%.1f", extra), rr)
 				continue
 			}
-			fmt.Fprintf(out, "\n%s CPU per probe ≈ %s µs (%s − %s CPU per request at saturation = %s µs, over %s probes per request from prequal_probes_sent_total; includes prequal's pick).\n",
-				pq, num("%.1f", extra/ppr), pq, rr, num("%.1f", extra), num("%.2f", ppr))
+			fmt.Fprintf(out, "\n%s CPU per probe ≈ %s µs (%s − %s CPU per request at saturation = %s µs, over %s probes per request from prequal_probes_sent_total; includes prequal's pick%s).\n",
+				pq, num("%.1f", extra/ppr), pq, rr, num("%.1f", extra), num("%.2f", ppr), spread)
 		}
 	}
 	return nil

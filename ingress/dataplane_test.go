@@ -799,3 +799,53 @@ func TestProxy_ConnectionNamingHostKeepsHost(t *testing.T) {
 		}
 	}
 }
+
+// Hop-by-hop headers and the client's forwarding claims do not reach the
+// backend, whatever their case and however many lines they take; the
+// backend's hop-by-hop headers do not reach the client. The forwarding
+// headers the backend gets are the ingress's own, once each.
+func TestProxy_DropsHopByHopAndForwardingClaims(t *testing.T) {
+	be := startRawBackend(t, func(int, string) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nkeep-alive: timeout=5\r\nProxy-Authenticate: Basic\r\n" +
+			"UPGRADE: h2c\r\nTrailer: X-T\r\nTe: trailers\r\nProxy-Connection: keep-alive\r\nX-Kept: 1\r\n\r\nok", false
+	})
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "GET /x HTTP/1.1\r\nHost: app\r\n"+
+		"keep-alive: 300\r\nPROXY-AUTHORIZATION: Basic Zm9vOmJhcg==\r\nte: trailers\r\nTrailer: X-T\r\nUpgrade: websocket\r\n"+
+		"Proxy-Connection: keep-alive\r\nFORWARDED: for=203.0.113.9\r\nx-forwarded-host: evil\r\nX-Forwarded-Proto: https\r\n"+
+		"x-forwarded-for: 203.0.113.7\r\nX-Forwarded-For: 203.0.113.8\r\nx-real-ip: 203.0.113.9\r\nX-Other: 1\r\nConnection: close\r\n\r\n")
+	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("status %q, want 200", got)
+	}
+	reqs := be.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the backend got %d requests, want 1", len(reqs))
+	}
+	count := map[string]int{}
+	value := map[string]string{}
+	for _, l := range headLines(reqs[0])[1:] {
+		name, v, _ := strings.Cut(l, ":")
+		count[strings.ToLower(name)]++
+		value[strings.ToLower(name)] = strings.TrimSpace(v)
+	}
+	for _, gone := range []string{"keep-alive", "proxy-authorization", "te", "trailer", "upgrade", "proxy-connection", "forwarded"} {
+		if count[gone] != 0 {
+			t.Errorf("the backend got %s: %q", gone, reqs[0])
+		}
+	}
+	for name, want := range map[string]string{"x-forwarded-for": "127.0.0.1", "x-real-ip": "127.0.0.1", "x-forwarded-host": "app", "x-forwarded-proto": "http", "x-other": "1", "host": "app"} {
+		if count[name] != 1 || value[name] != want {
+			t.Errorf("the backend got %d %s lines, the last %q; want one, %q:\n%s", count[name], name, value[name], want, reqs[0])
+		}
+	}
+	for _, l := range headLines(out)[1:] {
+		name, _, _ := strings.Cut(l, ":")
+		switch strings.ToLower(name) {
+		case "keep-alive", "proxy-authenticate", "upgrade", "trailer", "te", "proxy-connection":
+			t.Errorf("the client got the backend's %q", l)
+		}
+	}
+	if !strings.Contains(out, "X-Kept: 1\r\n") {
+		t.Errorf("the client lost the backend's X-Kept: %q", out)
+	}
+}

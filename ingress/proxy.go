@@ -328,13 +328,21 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 		// business, decided before the handler ran).
 		h.SetProtocol("HTTP/1.1")
 	}
-	for _, name := range hopHeaders {
-		h.Del(name)
+	// One pass over the headers finds which of the ones dropped or
+	// replaced here the request has (most have none), instead of a
+	// normalizing lookup per name.
+	has := requestHas(h)
+	if has&hasHop != 0 {
+		for _, name := range hopHeaders {
+			h.Del(name)
+		}
 	}
-	h.Del("Expect") // the server has read the body already
-	h.Del("Forwarded")
-	h.Del("X-Forwarded-Host")
-	h.Del("X-Forwarded-Proto")
+	// Expect: the server has read the body already. The rest are set below.
+	for _, d := range droppedNames[len(hopHeaders):] {
+		if has&d.bit != 0 && d.bit&(hasXForwardedFor|hasXRealIP) == 0 {
+			h.DelBytes(d.name)
+		}
+	}
 
 	var scratch [64]byte
 	peerAddr, _ := netip.AddrFromSlice(ctx.RemoteIP())
@@ -363,17 +371,79 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 		h.Set("X-Forwarded-For", strings.Join(lines, ", "))
 	case len(peerBytes) > 0:
 		// Anyone else's claims are replaced by the peer.
-		h.Del("X-Forwarded-For")
-		h.SetBytesV("X-Forwarded-For", peerBytes)
-		h.Del("X-Real-Ip")
-		h.SetBytesV("X-Real-Ip", peerBytes)
+		if has&hasXForwardedFor != 0 {
+			h.Del("X-Forwarded-For")
+		}
+		h.SetCanonical(headerXForwardedFor, peerBytes)
+		if has&hasXRealIP != 0 {
+			h.Del("X-Real-Ip")
+		}
+		h.SetCanonical(headerXRealIP, peerBytes)
 	default:
-		h.Del("X-Forwarded-For")
-		h.Del("X-Real-Ip")
+		if has&hasXForwardedFor != 0 {
+			h.Del("X-Forwarded-For")
+		}
+		if has&hasXRealIP != 0 {
+			h.Del("X-Real-Ip")
+		}
 	}
-	h.SetBytesV("X-Forwarded-Host", h.Host())
-	h.Set("X-Forwarded-Proto", "http")
+	h.SetCanonical(headerXForwardedHost, h.Host())
+	h.SetCanonical(headerXForwardedProto, headerHTTP)
 }
+
+// The headers the proxy sets, by their canonical names (SetCanonical skips
+// normalizing the name on every request).
+var (
+	headerXForwardedFor   = []byte("X-Forwarded-For")
+	headerXRealIP         = []byte("X-Real-Ip")
+	headerXForwardedHost  = []byte("X-Forwarded-Host")
+	headerXForwardedProto = []byte("X-Forwarded-Proto")
+	headerHTTP            = []byte("http")
+)
+
+// Bits of requestHas: which of the headers a proxy drops or replaces a
+// request carries.
+const (
+	hasHop uint16 = 1 << iota // any of hopHeaders
+	hasExpect
+	hasForwarded
+	hasXForwardedHost
+	hasXForwardedProto
+	hasXForwardedFor
+	hasXRealIP
+)
+
+// droppedName is a header name the proxy drops or replaces, and its bit.
+type droppedName struct {
+	name []byte
+	bit  uint16
+}
+
+// droppedNames are those names: hopHeaders first, then the others.
+var droppedNames = func() []droppedName {
+	var d []droppedName
+	for _, n := range hopHeaders {
+		d = append(d, droppedName{[]byte(n), hasHop})
+	}
+	return append(d, droppedName{[]byte("Expect"), hasExpect}, droppedName{[]byte("Forwarded"), hasForwarded},
+		droppedName{[]byte("X-Forwarded-Host"), hasXForwardedHost}, droppedName{[]byte("X-Forwarded-Proto"), hasXForwardedProto},
+		droppedName{headerXForwardedFor, hasXForwardedFor}, droppedName{headerXRealIP, hasXRealIP})
+}()
+
+// headerBits is the bits of the dropped names among a header's names,
+// compared without regard to case as Del does.
+func headerBits(all func(yield func(k, v []byte) bool)) (bits uint16) {
+	for k := range all {
+		for _, d := range droppedNames {
+			if len(k) == len(d.name) && bytes.EqualFold(k, d.name) {
+				bits |= d.bit
+			}
+		}
+	}
+	return bits
+}
+
+func requestHas(h *fasthttp.RequestHeader) uint16 { return headerBits(h.All()) }
 
 // cleanResponse drops the backend's hop-by-hop headers; the server frames
 // the answer to the client itself (Content-Length, keep-alive).
@@ -383,8 +453,10 @@ func cleanResponse(h *fasthttp.ResponseHeader) {
 		h.Del(fasthttp.HeaderConnection)
 	}
 	h.ResetConnectionClose()
-	for _, name := range hopHeaders {
-		h.Del(name)
+	if headerBits(h.All())&hasHop != 0 {
+		for _, name := range hopHeaders {
+			h.Del(name)
+		}
 	}
 }
 

@@ -17,8 +17,9 @@
 #   hack/bench-proxy.sh [ROUNDS] [DURATION] [CONNECTIONS] [RATE] [RATE_DURATION]
 #
 # INGRESS_BIN runs that prequalbench binary instead of building bin/; with
-# COMPARE_BIN set, its ingress joins the rounds as cmp-ingress-rr and
-# cmp-ingress-prequal, for a change measured side by side with its parent.
+# COMPARE_BIN set, its ingress joins the rounds as cmp-ingress-rr,
+# cmp-ingress-prequal, cmp-ingress-rr-16 and cmp-ingress-prequal-16, for a
+# change measured side by side with its parent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"; dur="${2:-10s}"; conns="${3:-64}"; rate="${4:-1000}"; rdur="${5:-5s}"

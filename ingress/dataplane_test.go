@@ -849,3 +849,49 @@ func TestProxy_DropsHopByHopAndForwardingClaims(t *testing.T) {
 		t.Errorf("the client lost the backend's X-Kept: %q", out)
 	}
 }
+
+// Cookies reach the backend as the client sent them: quoted values, values
+// with a backslash or JSON in them, several Cookie lines. (Reading the
+// headers through fasthttp's All() parsed them into cookies and wrote
+// them back, dropping some and merging the lines.)
+func TestProxy_ForwardsCookiesAsReceived(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	lines := []string{`Cookie: a="quoted"`, `Cookie: b=x\y; c=1;d=2`, `Cookie: s={"u":1}; t=2`}
+	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "GET /x HTTP/1.1\r\nHost: app\r\n"+strings.Join(lines, "\r\n")+"\r\nConnection: close\r\n\r\n")
+	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("status %q, want 200", got)
+	}
+	reqs := be.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the backend got %d requests, want 1", len(reqs))
+	}
+	var got []string
+	for _, l := range headLines(reqs[0])[1:] {
+		if strings.HasPrefix(strings.ToLower(l), "cookie:") {
+			got = append(got, l)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(lines, "\n") {
+		t.Fatalf("the backend got the cookie lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(lines, "\n"))
+	}
+}
+
+// A forwarding claim in a chunked request's trailer section does not reach
+// the backend either.
+func TestProxy_DropsForwardedFromTrailer(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "POST /x HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+
+		"2\r\nhi\r\n0\r\nForwarded: for=203.0.113.6\r\nForwarded: for=203.0.113.7\r\n\r\n")
+	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("status %q, want 200", got)
+	}
+	reqs := be.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the backend got %d requests, want 1", len(reqs))
+	}
+	if strings.Contains(strings.ToLower(reqs[0]), "forwarded: for=203.0.113") {
+		t.Fatalf("the client's Forwarded reached the backend:\n%s", reqs[0])
+	}
+}

@@ -1,9 +1,13 @@
 package ingress
 
 import (
+	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prequalbench/prequalbench/ingress/route"
 )
 
 // deadlineConn records the deadlines set on it.
@@ -67,4 +71,49 @@ func TestUpstreamConn_LazyDeadlines(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(later, header, fc.read, "after an idle hour")
+}
+
+// A deadline kept is never earlier than asked nor later than its slack.
+func TestLazyDeadline_Bounds(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	timeout := 5 * time.Second
+	want, slack := now.Add(timeout), deadlineSlack(timeout)
+	if slack != 250*time.Millisecond || deadlineSlack(100*time.Millisecond) != 6250*time.Microsecond {
+		t.Fatalf("slack %v for 5 s and %v for 100 ms, want 250 ms and 6.25 ms", slack, deadlineSlack(100*time.Millisecond))
+	}
+	for _, tt := range []struct {
+		cur   time.Time
+		renew bool
+	}{
+		{time.Time{}, true},
+		{want.Add(-time.Nanosecond), true}, // would fire early
+		{want, false},
+		{want.Add(slack), false},
+		{want.Add(slack + time.Nanosecond), true}, // would fire too late
+	} {
+		got, renew := lazyDeadline(tt.cur, now, timeout)
+		if renew != tt.renew {
+			t.Errorf("deadline +%v: renew %v, want %v", tt.cur.Sub(now), renew, tt.renew)
+		}
+		if renew && !got.Equal(want.Add(slack)) {
+			t.Errorf("renewed to +%v, want +%v", got.Sub(now), want.Add(slack).Sub(now))
+		}
+	}
+}
+
+// A slow dial does not use up the write timeout: the write's deadline
+// starts after the dial.
+func TestProxy_SlowDialKeepsTheWriteTimeout(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		time.Sleep(300 * time.Millisecond) // longer than the write timeout and its slack
+		return d.DialContext(ctx, network, addr)
+	}
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", DialContext: dial, UpstreamReadTimeout: 250 * time.Millisecond},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("status %q after a 300 ms dial with a 250 ms write timeout, want 200", got)
+	}
 }

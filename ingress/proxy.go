@@ -430,20 +430,54 @@ var droppedNames = func() []droppedName {
 		droppedName{headerXForwardedFor, hasXForwardedFor}, droppedName{headerXRealIP, hasXRealIP})
 }()
 
-// headerBits is the bits of the dropped names among a header's names,
-// compared without regard to case as Del does.
-func headerBits(all func(yield func(k, v []byte) bool)) (bits uint16) {
-	for k := range all {
-		for _, d := range droppedNames {
-			if len(k) == len(d.name) && bytes.EqualFold(k, d.name) {
-				bits |= d.bit
-			}
+// nameBits is the bits of the dropped names equal to name, compared without
+// regard to case as Del does.
+func nameBits(name []byte) (bits uint16) {
+	for _, d := range droppedNames {
+		if len(name) == len(d.name) && bytes.EqualFold(name, d.name) {
+			bits |= d.bit
 		}
 	}
 	return bits
 }
 
-func requestHas(h *fasthttp.RequestHeader) uint16 { return headerBits(h.All()) }
+// requestHas reads the request's header names from its raw head, as
+// parsed. Not through h.All(): that parses the Cookie header into cookies,
+// and the request is then written from them, which drops cookies with a
+// quote, backslash or semicolon in their value and merges Cookie lines.
+// With trailer fields (a chunked body's), every bit is set: deleting
+// Trailer moves those fields into the headers, where they are dropped by
+// name as before. So is a head that was not parsed here.
+func requestHas(h *fasthttp.RequestHeader) (bits uint16) {
+	raw := h.RawHeaders()
+	if len(raw) == 0 || len(h.PeekTrailerKeys()) > 0 {
+		return ^uint16(0)
+	}
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			continue // a folded line continues the previous value
+		}
+		if c := bytes.IndexByte(line, ':'); c > 0 {
+			bits |= nameBits(bytes.TrimRight(line[:c], " \t"))
+		}
+	}
+	return bits
+}
+
+// responseHas is requestHas for an answer, whose names All gives without
+// side effects.
+func responseHas(h *fasthttp.ResponseHeader) (bits uint16) {
+	for k := range h.All() {
+		bits |= nameBits(k)
+	}
+	return bits
+}
 
 // cleanResponse drops the backend's hop-by-hop headers; the server frames
 // the answer to the client itself (Content-Length, keep-alive).
@@ -453,7 +487,7 @@ func cleanResponse(h *fasthttp.ResponseHeader) {
 		h.Del(fasthttp.HeaderConnection)
 	}
 	h.ResetConnectionClose()
-	if headerBits(h.All())&hasHop != 0 {
+	if responseHas(h)&hasHop != 0 {
 		for _, name := range hopHeaders {
 			h.Del(name)
 		}

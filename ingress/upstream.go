@@ -190,14 +190,18 @@ func (u *upstreams) host(addr string) *hostConns {
 // of answer is replaced once, for an idempotent request (RFC 9110 §9.2.2),
 // as net/http does. Nothing reached the backend's application.
 //
-// start is the caller's clock reading at the start, and end the one taken
-// when the exchange ended (one clock read shared with the caller).
+// start is the caller's clock reading at the start (after a dial a fresh
+// one is taken for the write deadline), and end the one taken when the
+// exchange ended (one clock read shared with the caller).
 func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Response, start time.Time) (end time.Time, err error) {
 	h := u.host(addr)
 	for replayed := false; ; replayed = true {
 		c, err := u.get(h, addr, start)
 		if err != nil {
 			return time.Now(), &upstreamError{phase: phaseDial, err: err}
+		}
+		if !c.reused {
+			start = time.Now() // the dial's time is not the write's
 		}
 		keep, err := u.exchange(c, req, resp, start)
 		end = time.Now()

@@ -33,8 +33,11 @@ func TestSummary_MediansAndRatios(t *testing.T) {
 		"1\tingress-prequal\t8000\t4\t9\t60\t10\t2\t0.7\t3\t1\n" +
 		"1\tingress-prequal-16\t9000\t4\t9\t45\t10\t0.05\t0.7\t3\t0\n" +
 		"1\tcmp-ingress-rr\t10000\t4\t9\t40\t10\t-\t0.6\t3\t0\n" +
+		"1\tcmp-ingress-prequal\t9000\t4\t9\t41\t10\t0.05\t0.7\t3\t0\n" +
 		"1\tcmp-ingress-rr-16\t9000\t4\t9\t44\t10\t-\t0.6\t3\t0\n" +
 		"1\tcmp-ingress-prequal-16\t8000\t4\t9\t50\t10\t0.5\t0.7\t3\t0\n"
+	// Without an rr-16 target, 1-endpoint round-robin stands in, and says so.
+	tsv = strings.Replace(tsv, "ingress-prequal-16\t9000\t4\t9\t45\t10\t0.05", "ingress-prequal-16\t9000\t4\t9\t45\t10\t0.5", 1)
 	var out bytes.Buffer
 	if err := summary(strings.NewReader(tsv), &out); err != nil {
 		t.Fatal(err)
@@ -45,7 +48,8 @@ func TestSummary_MediansAndRatios(t *testing.T) {
 		"| ingress-rr | 10000 | 0.50 |",
 		"| 40.0 | 2.00 | 10.0 |",
 		"ingress-prequal CPU per probe ≈ 10.0 µs",
-		"ingress-prequal-16 sent 0.05 probes per request: too few for a CPU-per-probe estimate",
+		"ingress-prequal-16 CPU per probe ≈ 10.0 µs (ingress-prequal-16 − ingress-rr CPU per request at saturation = 5.0 µs, over 0.50 probes per request from prequal_probes_sent_total; includes prequal's pick, and the cost of spreading over 16 endpoints: there is no ingress-rr-16 to set it against).",
+		"cmp-ingress-prequal sent 0.05 probes per request: too few for a CPU-per-probe estimate",
 		// Against round-robin over the same 16 endpoints: (50 − 44) / 0.5.
 		"cmp-ingress-prequal-16 CPU per probe ≈ 12.0 µs (cmp-ingress-prequal-16 − cmp-ingress-rr-16",
 		"| direct | 50000 | 2.50 | 0.50 | 1.00 | 0.200 | 0.000 | 1.000 | 0 | – | – | 8.0 |",

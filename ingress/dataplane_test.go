@@ -877,21 +877,25 @@ func TestProxy_ForwardsCookiesAsReceived(t *testing.T) {
 	}
 }
 
-// A forwarding claim in a chunked request's trailer section does not reach
-// the backend either.
+// A forwarding claim or a hop-by-hop header in a chunked request's
+// trailer section does not reach the backend either, also when the
+// request names Trailer in its Connection header (dropping it moves the
+// trailer fields into the headers).
 func TestProxy_DropsForwardedFromTrailer(t *testing.T) {
-	be := startRawBackend(t, answerOK)
-	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
-	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "POST /x HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+
-		"2\r\nhi\r\n0\r\nForwarded: for=203.0.113.6\r\nForwarded: for=203.0.113.7\r\n\r\n")
-	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
-		t.Fatalf("status %q, want 200", got)
-	}
-	reqs := be.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("the backend got %d requests, want 1", len(reqs))
-	}
-	if strings.Contains(strings.ToLower(reqs[0]), "forwarded: for=203.0.113") {
-		t.Fatalf("the client's Forwarded reached the backend:\n%s", reqs[0])
+	for _, conn := range []string{"close", "Trailer, close", "keep-alive, TRAILER, close"} {
+		be := startRawBackend(t, answerOK)
+		_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+		out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "POST /x HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: chunked\r\nConnection: "+conn+"\r\n\r\n"+
+			"2\r\nhi\r\n0\r\nForwarded: for=203.0.113.6\r\nForwarded: for=203.0.113.7\r\nUpgrade: websocket\r\n\r\n")
+		if got := statusLine(out); got != "HTTP/1.1 200 OK" {
+			t.Fatalf("Connection: %s: status %q, want 200", conn, got)
+		}
+		reqs := be.requests()
+		if len(reqs) != 1 {
+			t.Fatalf("Connection: %s: the backend got %d requests, want 1", conn, len(reqs))
+		}
+		if r := strings.ToLower(reqs[0]); strings.Contains(r, "forwarded: for=203.0.113") || strings.Contains(r, "upgrade:") {
+			t.Fatalf("Connection: %s: the trailer's Forwarded or Upgrade reached the backend:\n%s", conn, reqs[0])
+		}
 	}
 }

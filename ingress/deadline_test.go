@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,19 +102,59 @@ func TestLazyDeadline_Bounds(t *testing.T) {
 	}
 }
 
+// deadlineRecorder is a dialed connection that records the write
+// deadlines set on it.
+type deadlineRecorder struct {
+	net.Conn
+	mu     sync.Mutex
+	writes []time.Time
+}
+
+func (c *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.writes = append(c.writes, t)
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
 // A slow dial does not use up the write timeout: the write's deadline
-// starts after the dial.
+// starts after the dial, whatever the dial took.
 func TestProxy_SlowDialKeepsTheWriteTimeout(t *testing.T) {
 	be := startRawBackend(t, answerOK)
-	var d net.Dialer
+	var (
+		d       net.Dialer
+		mu      sync.Mutex
+		dialed  []*deadlineRecorder
+		dialEnd time.Time
+	)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		time.Sleep(300 * time.Millisecond) // longer than the write timeout and its slack
-		return d.DialContext(ctx, network, addr)
+		time.Sleep(300 * time.Millisecond) // longer than the write timeout's slack
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		r := &deadlineRecorder{Conn: c}
+		mu.Lock()
+		dialed, dialEnd = append(dialed, r), time.Now()
+		mu.Unlock()
+		return r, nil
 	}
-	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", DialContext: dial, UpstreamReadTimeout: 250 * time.Millisecond},
+	const timeout = 250 * time.Millisecond
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", DialContext: dial, UpstreamReadTimeout: timeout},
 		route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
 	out := exchangeRaw(t, strings.TrimPrefix(url, "http://"), "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
-	if got := statusLine(out); got != "HTTP/1.1 200 OK" {
-		t.Fatalf("status %q after a 300 ms dial with a 250 ms write timeout, want 200", got)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) != 1 {
+		t.Fatalf("%d dials, want 1 (answer %q)", len(dialed), statusLine(out))
+	}
+	w := dialed[0]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.writes) == 0 {
+		t.Fatalf("no write deadline was set (answer %q)", statusLine(out))
+	}
+	if got, min := w.writes[0], dialEnd.Add(timeout); got.Before(min) {
+		t.Fatalf("write deadline %v before the dial ended + the %v write timeout; the dial's time came out of it", min.Sub(got), timeout)
 	}
 }

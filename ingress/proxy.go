@@ -313,6 +313,10 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 	ctx.Request.SetRequestURIBytes(ctx.Request.Header.RequestURI())
 	h := &ctx.Request.Header
 	h.SetNoDefaultContentType(true) // a body without a Content-Type goes without one
+	// Before the Connection tokens are dropped: dropping Trailer (as
+	// Connection: Trailer asks) moves the trailer fields into the headers
+	// and empties PeekTrailerKeys.
+	has := requestHas(h)
 	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
 		connectionTokens(conn, func(name []byte) {
 			if !bytes.EqualFold(name, hostHeader) { // not hop-by-hop, whatever the client says
@@ -331,7 +335,6 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 	// One pass over the headers finds which of the ones dropped or
 	// replaced here the request has (most have none), instead of a
 	// normalizing lookup per name.
-	has := requestHas(h)
 	if has&hasHop != 0 {
 		for _, name := range hopHeaders {
 			h.Del(name)
@@ -446,8 +449,10 @@ func nameBits(name []byte) (bits uint16) {
 // and the request is then written from them, which drops cookies with a
 // quote, backslash or semicolon in their value and merges Cookie lines.
 // With trailer fields (a chunked body's), every bit is set: deleting
-// Trailer moves those fields into the headers, where they are dropped by
-// name as before. So is a head that was not parsed here.
+// Trailer (as a hop-by-hop header, or as a Connection token) moves those
+// fields into the headers, where they are dropped by name as before. So
+// is a head that was not parsed here. It runs before the Connection
+// tokens are dropped, while the trailer fields are still told apart.
 func requestHas(h *fasthttp.RequestHeader) (bits uint16) {
 	raw := h.RawHeaders()
 	if len(raw) == 0 || len(h.PeekTrailerKeys()) > 0 {

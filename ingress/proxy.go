@@ -313,9 +313,11 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 	ctx.Request.SetRequestURIBytes(ctx.Request.Header.RequestURI())
 	h := &ctx.Request.Header
 	h.SetNoDefaultContentType(true) // a body without a Content-Type goes without one
-	// Before the Connection tokens are dropped: dropping Trailer (as
-	// Connection: Trailer asks) moves the trailer fields into the headers
-	// and empties PeekTrailerKeys.
+	// One pass over the headers finds which of the ones dropped or
+	// replaced here the request has (most have none), instead of a
+	// normalizing lookup per name. Before the Connection tokens are
+	// dropped: dropping Trailer (as Connection: Trailer asks) moves the
+	// trailer fields into the headers and empties PeekTrailerKeys.
 	has := requestHas(h)
 	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
 		connectionTokens(conn, func(name []byte) {
@@ -332,9 +334,6 @@ func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
 		// business, decided before the handler ran).
 		h.SetProtocol("HTTP/1.1")
 	}
-	// One pass over the headers finds which of the ones dropped or
-	// replaced here the request has (most have none), instead of a
-	// normalizing lookup per name.
 	if has&hasHop != 0 {
 		for _, name := range hopHeaders {
 			h.Del(name)

@@ -319,9 +319,25 @@ func (e *Env) startIngress(ctx context.Context, i int) (*ingress, error) {
 		"--default-algorithm", e.algorithm, "--seed", strconv.FormatUint(e.opts.Seed+uint64(1000+i), 10)}
 	args = append(args, e.ingressArgs...)
 	p, err := e.start(name, e.opts.IngressBin, args)
+	if p != nil && err != nil {
+		_ = p.stop()
+	}
 	if err != nil {
 		return nil, err
 	}
+	in, err := e.readyIngress(ctx, name, p, addrFile)
+	if err != nil {
+		// Not in e.ingresses yet, so Close would not stop it: a Ctrl-C
+		// during a restart's wait left the new ingress running.
+		_ = p.stop()
+		return nil, err
+	}
+	return in, nil
+}
+
+// readyIngress waits for a started ingress to write its addresses and to
+// answer ready.
+func (e *Env) readyIngress(ctx context.Context, name string, p *proc, addrFile string) (*ingress, error) {
 	b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +87,29 @@ func TestEnv_TempDirIsEmptiedAndRemoved(t *testing.T) {
 	e.Close()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("Close left %s (%v)", dir, err)
+	}
+}
+
+// An ingress that fails to get ready (here: interrupted while it starts) is
+// stopped, not left running: it is not among the ingresses Close stops yet.
+func TestEnv_IngressThatFailsToStartIsStopped(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "never-ready")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t, bin)
+	defer e.Close()
+	e.tmp, e.routesFile = dir, filepath.Join(dir, "routes.yaml")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as a Ctrl-C during the wait for its address
+	if _, err := e.startIngress(ctx, 0); err == nil {
+		t.Fatal("startIngress succeeded with a canceled context")
+	}
+	if len(e.processes) != 1 {
+		t.Fatalf("%d processes started, want 1", len(e.processes))
+	}
+	if err := syscall.Kill(e.processes[0].PID, 0); err != syscall.ESRCH {
+		t.Fatalf("the ingress that never got ready (pid %d) is still there: kill 0 = %v", e.processes[0].PID, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -55,7 +56,7 @@ func serveProxy(t testing.TB, ing *Ingress) string {
 	}
 	srv := ing.ProxyServer()
 	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
+	go func() { defer close(served); _ = srv.Serve(rawio.Listener{Listener: l}) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

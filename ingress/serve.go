@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
 
@@ -113,7 +114,7 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 		_ = ing.Run(runCtx)
 	}()
 	go func() {
-		if err := proxySrv.Serve(pl); err != nil {
+		if err := proxySrv.Serve(rawio.Listener{Listener: pl}); err != nil {
 			errc <- fmt.Errorf("ingress: proxy server: %w", err)
 		}
 	}()

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
+	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
 
 // upstreams holds the keep-alive connections to every backend and sends one
@@ -251,6 +252,7 @@ func (u *upstreams) get(h *hostConns, addr string, now time.Time) (*upstreamConn
 	if err != nil {
 		return nil, err
 	}
+	conn = rawio.Wrap(conn)
 	c := &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, maxResponseHead)}
 	c.w.conn = conn
 	c.bw = bufio.NewWriterSize(&c.w, 4096)

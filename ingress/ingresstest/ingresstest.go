@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress"
+	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
 
 // Serve serves ing's proxy on 127.0.0.1 until the test ends and returns its
@@ -21,7 +22,7 @@ func Serve(t testing.TB, ing *ingress.Ingress) string {
 	}
 	srv := ing.ProxyServer()
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(l) }()
+	go func() { defer close(done); _ = srv.Serve(rawio.Listener{Listener: l}) }()
 	t.Cleanup(func() {
 		// Bounded: a test may leave a request hanging on a stalled backend.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

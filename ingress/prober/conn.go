@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
+	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
 
 // errNoAnswer is a connection that failed before a byte of answer came
@@ -24,6 +25,7 @@ type conn struct {
 }
 
 func newConn(nc net.Conn) *conn {
+	nc = rawio.Wrap(nc) // a probe's write and reads skip the runtime's syscall bookkeeping
 	c := &conn{nc: nc, buf: make([]byte, 1024)}
 	c.live.Init(nc)
 	return c

@@ -1,8 +1,8 @@
 // Package ingress is the dataplane: it matches requests to routes, picks an
 // endpoint with the route's load-balancing policy, proxies the request over
 // a shared pool of keep-alive backend connections (the HTTP/1.1 data plane
-// is fasthttp's server and message types: see the README for what it
-// does not carry), reports how it went back to the policy, carries out
+// is the ingress's own, in internal/h1: see the README for what it does
+// not carry), reports how it went back to the policy, carries out
 // the policy's probe plans and exposes its state on an admin API.
 //
 // Concurrency: the route table is an immutable value swapped atomically by

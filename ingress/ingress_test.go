@@ -13,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
-	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -56,11 +54,11 @@ func serveProxy(t testing.TB, ing *Ingress) string {
 	}
 	srv := ing.ProxyServer()
 	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(rawio.Listener{Listener: l}) }()
+	go func() { defer close(served); _ = srv.Serve(ing.ProxyListener(l)) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.ShutdownWithContext(ctx)
+		_ = srv.Shutdown(ctx)
 		l.Close()
 		<-served
 	})
@@ -409,17 +407,17 @@ func TestNew_RejectsBadOptions(t *testing.T) {
 
 // BenchmarkProxy measures the proxy path in process: router, policy,
 // upstream connection pool, header rewriting and metrics, from a parsed
-// request to the answer read from the backend. The backend is a fasthttp
-// server, which allocates nothing per request, so allocs/op are the
-// proxy's own.
+// request to the answer read from the backend. The backend is the data
+// plane's own server answering {}, which allocates nothing per request,
+// so allocs/op are the proxy's own.
 func BenchmarkProxy(b *testing.B) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	be := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("{}") }}
+	be := &h1.Server{Handler: func(x *h1.Exchange) { x.Resp.Text(200, "{}") }}
 	go func() { _ = be.Serve(l) }()
-	defer be.Shutdown()
+	defer be.Shutdown(context.Background())
 	for _, algo := range []string{"round-robin", "prequal"} {
 		b.Run(algo, func(b *testing.B) {
 			ing, err := New(Options{Seed: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -430,22 +428,32 @@ func BenchmarkProxy(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() { _ = ing.Run(ctx) }()
-			var req fasthttp.Request
-			req.SetRequestURI("/work")
-			req.Header.SetHost("bench.local")
-			var rc fasthttp.RequestCtx
-			rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}, nil)
+			x := parsedExchange(b, "GET /work HTTP/1.1\r\nHost: bench.local\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				rc.Response.Reset()
-				ing.serve(&rc)
-				if code := rc.Response.StatusCode(); code != 200 {
-					b.Fatalf("status %d: %s", code, rc.Response.Body())
+				ing.serve(x)
+				if code := x.Resp.Code; code != 200 {
+					b.Fatalf("status %d: %s", code, x.Resp.Body)
 				}
 			}
 		})
 	}
+}
+
+// parsedExchange is an exchange holding raw, a request read whole as the
+// server reads it, from a client at 127.0.0.1:5555.
+func parsedExchange(t testing.TB, raw string) *h1.Exchange {
+	t.Helper()
+	x := &h1.Exchange{Remote: netip.MustParseAddrPort("127.0.0.1:5555")}
+	br := h1.NewReader(strings.NewReader(raw), 16<<10)
+	if err := br.ReadRequestHead(&x.Req); err != nil {
+		t.Fatalf("parse %q: %v", raw, err)
+	}
+	if err := br.ReadRequestBody(&x.Req, 1<<20); err != nil {
+		t.Fatalf("parse %q: %v", raw, err)
+	}
+	return x
 }
 
 // TestOptions_DialContextServesProxyAndProber maps a documentation address

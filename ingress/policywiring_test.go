@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -93,12 +92,16 @@ func TestServerFeedback_Headers(t *testing.T) {
 		{"-1", "10", loadbalancer.ServerFeedback{}},
 		{"2", "x", loadbalancer.ServerFeedback{}},
 	} {
-		var resp fasthttp.ResponseHeader
+		raw := "HTTP/1.1 200 OK\r\n"
 		if tt.queue != "" {
-			resp.Set(headerQueue, tt.queue)
+			raw += "X-Prequal-Queue: " + tt.queue + "\r\n"
 		}
 		if tt.svc != "" {
-			resp.Set(headerServiceUs, tt.svc)
+			raw += "x-prequal-service-us: " + tt.svc + "\r\n"
+		}
+		var resp h1.Response
+		if err := h1.NewReader(strings.NewReader(raw+"\r\n"), 1024).ReadResponseHead(&resp); err != nil {
+			t.Fatal(err)
 		}
 		if got := serverFeedback(&resp); got != tt.want {
 			t.Errorf("queue %q service %q: got %+v, want %+v", tt.queue, tt.svc, got, tt.want)

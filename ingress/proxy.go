@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"runtime/debug"
 	"strconv"
@@ -17,8 +18,8 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/valyala/fasthttp"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/metrics"
 	"github.com/prequalbench/prequalbench/ingress/prober"
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -68,41 +69,41 @@ var _ prober.Target = (*routeState)(nil)
 
 // serve is the data plane's request handler: it checks the path, finds the
 // route and forwards the request to an endpoint the route's policy picks.
-// The request and its body are in memory (fasthttp reads them before
+// The request and its body are in memory (the server reads them before
 // calling), and so is the answer: it is read whole from the backend, then
 // written to the client after serve returns.
-func (i *Ingress) serve(ctx *fasthttp.RequestCtx) {
+func (i *Ingress) serve(x *h1.Exchange) {
 	defer func() {
 		if v := recover(); v != nil { // before a route's forward, which recovers its own
-			i.panicked(ctx, "", v)
+			i.panicked(x, "", v)
 		}
 	}()
-	req := &ctx.Request
+	req := &x.Req
 	path, ok := requestPath(req)
 	if ok {
 		path, ok = forwardablePath(path)
 	}
 	if !ok {
 		i.metrics.RejectedPaths.Inc()
-		writeText(ctx, fasthttp.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash, an encoded slash or a #\n")
+		writeText(x, http.StatusBadRequest, "400 Bad Request: the path has a dot-segment, an empty segment, a backslash, an encoded slash or a #\n")
 		return
 	}
-	host := bytesString(req.Header.Host())
+	host := bytesString(req.Host)
 	if host == "" {
 		// Only HTTP/1.0 may leave it out (the server answers 400 to
 		// HTTP/1.1 without it), and a backend must get one: the client's
 		// fault, before any endpoint is picked (and blamed).
 		i.metrics.ClientErrors.WithLabelValues("400").Inc()
-		writeText(ctx, fasthttp.StatusBadRequest, statusBodies[fasthttp.StatusBadRequest])
+		writeText(x, http.StatusBadRequest, statusBodies[http.StatusBadRequest])
 		return
 	}
 	rule, ok := i.table.Load().router.Match(host, path)
 	if !ok {
 		i.metrics.NoRoute.Inc()
-		writeText(ctx, fasthttp.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", host, path))
+		writeText(x, http.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", host, path))
 		return
 	}
-	rule.Value.forward(ctx)
+	rule.Value.forward(x)
 }
 
 // bytesString views b as a string without copying; the string must not
@@ -112,8 +113,8 @@ func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), le
 // requestPath returns the raw path of the request target. An absolute-form
 // target (a client that thinks it talks to a forward proxy) is rewritten to
 // origin form, with its authority as the Host, as net/http reads it.
-func requestPath(req *fasthttp.Request) (string, bool) {
-	uri := req.Header.RequestURI()
+func requestPath(req *h1.Request) (string, bool) {
+	uri := req.Target
 	if len(uri) == 0 {
 		return "", false
 	}
@@ -126,9 +127,9 @@ func requestPath(req *fasthttp.Request) (string, bool) {
 		if slash <= 0 {
 			return "", false
 		}
-		req.Header.SetHostBytes(rest[:slash])
-		req.Header.SetRequestURIBytes(rest[slash:])
-		uri = req.Header.RequestURI()
+		req.SetHost(rest[:slash])
+		req.SetTarget(rest[slash:])
+		uri = req.Target
 	}
 	if q := bytes.IndexByte(uri, '?'); q >= 0 {
 		uri = uri[:q]
@@ -139,18 +140,18 @@ func requestPath(req *fasthttp.Request) (string, bool) {
 // forward sends the request to a picked endpoint, once more to another
 // endpoint when the first could not take it, and reports how it went to the
 // policy, outlier detection and the metrics.
-func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
+func (rs *routeState) forward(x *h1.Exchange) {
 	rs.requests.Add(1)
-	req, resp := &ctx.Request, &ctx.Response
+	req, resp := &x.Req, &x.Resp
 	var (
 		pol   loadbalancer.Policy
 		p     loadbalancer.Picked
 		start time.Time
 		open  bool // p was picked and is not reported finished yet
 	)
-	// fasthttp does not recover a handler's panic: it would end the whole
-	// ingress. The attempt in flight, if any, is reported finished (status
-	// 0) once, and the client gets 502.
+	// A handler's panic would end the whole ingress: it is recovered. The
+	// attempt in flight, if any, is reported finished (status 0) once, and
+	// the client gets 502.
 	defer func() {
 		if v := recover(); v != nil {
 			if open {
@@ -158,56 +159,44 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 				now := time.Now()
 				rs.attemptDone(pol, p, now.Sub(start), 0, now)
 			}
-			rs.finish(fasthttp.StatusBadGateway)
-			rs.ing.panicked(ctx, rs.key, v)
+			rs.finish(http.StatusBadGateway)
+			rs.ing.panicked(x, rs.key, v)
 		}
 	}()
-	rs.ing.prepareRequest(ctx)
+	x.Out = rs.ing.appendUpstreamRequest(x.Out[:0], x)
 	start = time.Now()
 	first := start // the request's duration runs from here, retries included
 	pol, p, err := rs.pick(start)
 	if err != nil {
 		rs.noEndpoint.Add(1)
-		rs.answer(ctx, fasthttp.StatusServiceUnavailable)
+		rs.answer(x, http.StatusServiceUnavailable)
 		return
 	}
 	open = true
-	now, err := rs.ing.upstreams.do(p.Endpoint, req, resp, start)
+	now, err := rs.ing.upstreams.do(p.Endpoint, x, start)
 	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
 		// Tell the first endpoint's policy, then try once more elsewhere.
 		open = false
 		rs.attemptDone(pol, p, now.Sub(start), 0, now)
 		pol2, p2, ok := rs.pickOther(now, p.Endpoint)
 		if !ok {
-			rs.failed(ctx, err) // nowhere else to go
+			rs.failed(x, err) // nowhere else to go
 			return
 		}
 		pol, p, start, open = pol2, p2, now, true
-		// Not Reset: it would also clear the server's no-default-header
-		// settings (a Content-Type and Date nobody sent would appear).
-		// The next answer's headers replace the old ones as they are read.
-		resp.ResetBody()
-		now, err = rs.ing.upstreams.do(p.Endpoint, req, resp, now)
+		now, err = rs.ing.upstreams.do(p.Endpoint, x, now)
 	}
 	lat := now.Sub(start)
 	open = false // reported below, once, even if the report panics
-	if err != nil && requestFault(err) {
-		// Not the endpoint's failure: it heard nothing, or a request cut
-		// short, and is told of a 400.
-		rs.attemptDone(pol, p, lat, fasthttp.StatusBadRequest, now)
-		rs.answer(ctx, fasthttp.StatusBadRequest)
-		return
-	}
 	if err != nil {
 		rs.attemptDone(pol, p, lat, 0, now)
-		rs.failed(ctx, err)
+		rs.failed(x, err)
 		return
 	}
-	code := resp.StatusCode()
-	rs.attemptDoneFeedback(pol, p, lat, code, now, &resp.Header) // the policy hears of its attempt's latency
+	code := resp.Code
+	rs.attemptDoneFeedback(pol, p, lat, code, now, resp) // the policy hears of its attempt's latency
 	rs.duration.Observe(now.Sub(first).Seconds())
 	rs.finish(code)
-	cleanResponse(&resp.Header)
 }
 
 // retryable: an attempt that may go to another endpoint. A failed dial sent
@@ -215,25 +204,22 @@ func (rs *routeState) forward(ctx *fasthttp.RequestCtx) {
 // (--retry) also an idempotent request whose exchange failed before the
 // response headers for any reason but a timeout (a 504 retried would double
 // a long wait).
-func retryable(req *fasthttp.Request, err error, wider bool) bool {
+func retryable(req *h1.Request, err error, wider bool) bool {
 	var ue *upstreamError
 	if !errors.As(err, &ue) {
 		return false
 	}
-	switch ue.phase {
-	case phaseDial:
+	if ue.phase == phaseDial {
 		return true
-	case phaseRequest:
-		return false // another endpoint could not take it either
 	}
 	return wider && ue.phase < phaseBody && !isTimeout(err) && idempotent(req)
 }
 
 // failed answers a request whose exchange with the backends failed.
-func (rs *routeState) failed(ctx *fasthttp.RequestCtx, err error) {
+func (rs *routeState) failed(x *h1.Exchange, err error) {
 	var ue *upstreamError
 	errors.As(err, &ue)
-	code := fasthttp.StatusBadGateway
+	code := http.StatusBadGateway
 	switch {
 	case ue != nil && ue.phase == phaseBody:
 		// The backend broke off (or stalled, or overflowed the size limit)
@@ -241,160 +227,114 @@ func (rs *routeState) failed(ctx *fasthttp.RequestCtx, err error) {
 		rs.upstreamError(upstreamBody, err)
 	case isTimeout(err):
 		rs.upstreamError(upstreamTimeout, err)
-		code = fasthttp.StatusGatewayTimeout
+		code = http.StatusGatewayTimeout
 	default:
 		rs.upstreamError(upstreamFailed, err)
 	}
-	ctx.Response.Reset()
-	rs.answer(ctx, code)
+	rs.answer(x, code)
 }
 
 // answer counts and writes a generic answer the ingress makes itself.
-func (rs *routeState) answer(ctx *fasthttp.RequestCtx, code int) {
+func (rs *routeState) answer(x *h1.Exchange, code int) {
 	rs.finish(code)
-	writeText(ctx, code, statusBodies[code])
+	writeText(x, code, statusBodies[code])
 }
 
 // panicked answers 502 for a request whose handling panicked, counts it
 // and logs it with its stack (rate-limited as the upstream errors are).
-func (i *Ingress) panicked(ctx *fasthttp.RequestCtx, route string, v any) {
+func (i *Ingress) panicked(x *h1.Exchange, route string, v any) {
 	i.metrics.Panics.Inc()
 	if ok, suppressed := i.panicLog.allow(time.Now()); ok {
-		i.log.Error("panic on the request path; answered 502", "route", route, "method", string(ctx.Method()),
-			"path", string(ctx.Request.Header.RequestURI()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()),
+		i.log.Error("panic on the request path; answered 502", "route", route, "method", string(x.Req.Method),
+			"path", string(x.Req.Target), "panic", fmt.Sprint(v), "stack", string(debug.Stack()),
 			"suppressed_since_last", suppressed)
 	}
-	writeText(ctx, fasthttp.StatusBadGateway, statusBodies[fasthttp.StatusBadGateway])
+	writeText(x, http.StatusBadGateway, statusBodies[http.StatusBadGateway])
 }
 
-func writeText(ctx *fasthttp.RequestCtx, code int, msg string) {
-	ctx.Response.Reset()
-	ctx.SetStatusCode(code)
-	ctx.SetContentType("text/plain; charset=utf-8")
-	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
-	ctx.SetBodyString(msg)
-}
+// writeText makes the answer a plain-text one of the ingress's own.
+func writeText(x *h1.Exchange, code int, msg string) { x.Resp.Text(code, msg) }
 
-// hopHeaders are the hop-by-hop headers (RFC 9110 §7.6.1) besides
-// Connection and the ones it names. Upgrade is among them: the data plane
-// does not carry protocol switches, so an upgrade request reaches the
-// backend as a plain request, as through nginx without upgrade settings.
-var hopHeaders = []string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Upgrade"}
-
-var hostHeader = []byte(fasthttp.HeaderHost)
-
-// connectionTokens calls drop for every header named in the Connection
-// header fields of a request or response.
-func connectionTokens(values [][]byte, drop func(name []byte)) {
-	for _, v := range values {
-		for len(v) > 0 {
-			tok := v
-			if c := bytes.IndexByte(v, ','); c >= 0 {
-				tok, v = v[:c], v[c+1:]
-			} else {
-				v = nil
-			}
-			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
-				drop(tok)
-			}
+// appendUpstreamRequest appends the request as it goes to a backend: the
+// method and target as received, HTTP/1.1 (an HTTP/1.0 client's request
+// too, so the backend connection is kept alive), the client's fields but
+// the hop-by-hop ones (RFC 9110 §7.6.1, Upgrade among them: the data plane
+// does not switch protocols, as nginx without upgrade settings), Expect
+// (the body is read already), the forwarding claims the ingress replaces
+// and the framing, then X-Forwarded-For and X-Real-IP naming the peer,
+// X-Forwarded-Host and -Proto, and a Content-Length when the request frames
+// a body. The Host field and the target pass unchanged, and so does every
+// other field, byte for byte and in order (Cookie lines among them). The
+// body follows; a small one is appended here.
+func (i *Ingress) appendUpstreamRequest(dst []byte, x *h1.Exchange) []byte {
+	req := &x.Req
+	dst = append(dst, req.Method...)
+	dst = append(dst, ' ')
+	dst = append(dst, req.Target...)
+	dst = append(dst, " HTTP/1.1\r\n"...)
+	peer := x.Remote.Addr().Unmap()
+	trusted := i.trustsAddr(peer)
+	hasRealIP := false
+	for k := range req.Fields {
+		f := &req.Fields[k]
+		if f.Hop {
+			continue
 		}
-	}
-}
-
-// prepareRequest makes the inbound request the outbound one: without
-// hop-by-hop headers, HTTP/1.1 and keep-alive towards the backend, and with the
-// X-Forwarded-* and X-Real-IP headers that name the client. The Host
-// header and the request target pass unchanged.
-func (i *Ingress) prepareRequest(ctx *fasthttp.RequestCtx) {
-	// The server parsed the target into a URI (decoded, normalized, the
-	// host lowercased), and a request with a parsed URI is written from
-	// it. Setting the target again, to itself, drops the parsed form, so
-	// the raw target and Host the client sent are written byte for byte.
-	ctx.Request.SetRequestURIBytes(ctx.Request.Header.RequestURI())
-	h := &ctx.Request.Header
-	h.SetNoDefaultContentType(true) // a body without a Content-Type goes without one
-	// One pass over the headers finds which of the ones dropped or
-	// replaced here the request has (most have none), instead of a
-	// normalizing lookup per name. Before the Connection tokens are
-	// dropped: dropping Trailer (as Connection: Trailer asks) moves the
-	// trailer fields into the headers and empties PeekTrailerKeys.
-	has := requestHas(h)
-	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
-		connectionTokens(conn, func(name []byte) {
-			if !bytes.EqualFold(name, hostHeader) { // not hop-by-hop, whatever the client says
-				h.DelBytes(name)
+		switch f.Kind {
+		case h1.KindContentLength, h1.KindTransferEncoding, h1.KindExpect,
+			h1.KindForwarded, h1.KindXForwardedHost, h1.KindXForwardedProto, h1.KindXForwardedFor:
+			continue
+		case h1.KindXRealIP:
+			// A trusted proxy's X-Real-IP names the client.
+			if !trusted || len(f.Value) == 0 {
+				continue
 			}
-		})
-		h.Del(fasthttp.HeaderConnection)
-	}
-	h.ResetConnectionClose()
-	if !h.IsHTTP11() {
-		// An HTTP/1.0 client's request goes upstream as HTTP/1.1 too, so
-		// its connection is kept alive (the client's own is the server's
-		// business, decided before the handler ran).
-		h.SetProtocol("HTTP/1.1")
-	}
-	if has&hasHop != 0 {
-		for _, name := range hopHeaders {
-			h.Del(name)
+			hasRealIP = true
 		}
+		dst = h1.AppendField(dst, f.Name, f.Value)
 	}
-	// Expect: the server has read the body already. The rest are set below.
-	for _, d := range droppedNames[len(hopHeaders):] {
-		if has&d.bit != 0 && d.bit&(hasXForwardedFor|hasXRealIP) == 0 {
-			h.DelBytes(d.name)
-		}
-	}
-
 	var scratch [64]byte
-	peerAddr, _ := netip.AddrFromSlice(ctx.RemoteIP())
-	peerAddr = peerAddr.Unmap()
-	peerBytes := scratch[:0]
-	if peerAddr.IsValid() {
-		peerBytes = peerAddr.AppendTo(peerBytes)
-	}
-	trusted := i.trustsAddr(peerAddr)
 	switch {
 	case trusted:
-		// A trusted proxy's chain is extended, as edge proxies do; its
-		// X-Real-IP names the client, and without one the client is the
-		// last address of the chain that is not a trusted proxy (nginx's
-		// real_ip_recursive).
-		chain := h.PeekAll("X-Forwarded-For")
+		// A trusted proxy's chain is extended, as edge proxies do; without
+		// its X-Real-IP the client is the last address of the chain that
+		// is not a trusted proxy (nginx's real_ip_recursive).
 		var lines []string
-		for _, l := range chain {
-			lines = append(lines, string(l))
+		for k := range req.Fields {
+			if f := &req.Fields[k]; f.Kind == h1.KindXForwardedFor && !f.Hop {
+				lines = append(lines, string(f.Value))
+			}
 		}
-		if len(h.Peek("X-Real-Ip")) == 0 {
-			h.Set("X-Real-Ip", i.clientOf(lines, peerAddr.String()))
+		if !hasRealIP {
+			dst = h1.AppendField(dst, headerXRealIP, []byte(i.clientOf(lines, peer.String())))
 		}
-		lines = append(lines, peerAddr.String())
-		h.Del("X-Forwarded-For")
-		h.Set("X-Forwarded-For", strings.Join(lines, ", "))
-	case len(peerBytes) > 0:
+		lines = append(lines, peer.String())
+		dst = h1.AppendField(dst, headerXForwardedFor, []byte(strings.Join(lines, ", ")))
+	case peer.IsValid():
 		// Anyone else's claims are replaced by the peer.
-		if has&hasXForwardedFor != 0 {
-			h.Del("X-Forwarded-For")
-		}
-		h.SetCanonical(headerXForwardedFor, peerBytes)
-		if has&hasXRealIP != 0 {
-			h.Del("X-Real-Ip")
-		}
-		h.SetCanonical(headerXRealIP, peerBytes)
-	default:
-		if has&hasXForwardedFor != 0 {
-			h.Del("X-Forwarded-For")
-		}
-		if has&hasXRealIP != 0 {
-			h.Del("X-Real-Ip")
-		}
+		p := peer.AppendTo(scratch[:0])
+		dst = h1.AppendField(dst, headerXForwardedFor, p)
+		dst = h1.AppendField(dst, headerXRealIP, p)
 	}
-	h.SetCanonical(headerXForwardedHost, h.Host())
-	h.SetCanonical(headerXForwardedProto, headerHTTP)
+	dst = h1.AppendField(dst, headerXForwardedHost, req.Host)
+	dst = h1.AppendField(dst, headerXForwardedProto, headerHTTP)
+	if req.HasBody {
+		dst = append(dst, "Content-Length: "...)
+		dst = strconv.AppendInt(dst, int64(len(req.Body)), 10)
+		dst = append(dst, "\r\n"...)
+	}
+	dst = append(dst, "\r\n"...)
+	if len(req.Body) <= smallRequestBody {
+		dst = append(dst, req.Body...)
+	}
+	return dst
 }
 
-// The headers the proxy sets, by their canonical names (SetCanonical skips
-// normalizing the name on every request).
+// smallRequestBody is the largest body appended to its request's head and
+// sent in one write; a larger one is sent on its own rather than copied.
+const smallRequestBody = 16 << 10
+
+// The fields the proxy sets.
 var (
 	headerXForwardedFor   = []byte("X-Forwarded-For")
 	headerXRealIP         = []byte("X-Real-Ip")
@@ -402,101 +342,6 @@ var (
 	headerXForwardedProto = []byte("X-Forwarded-Proto")
 	headerHTTP            = []byte("http")
 )
-
-// Bits of requestHas: which of the headers a proxy drops or replaces a
-// request carries.
-const (
-	hasHop uint16 = 1 << iota // any of hopHeaders
-	hasExpect
-	hasForwarded
-	hasXForwardedHost
-	hasXForwardedProto
-	hasXForwardedFor
-	hasXRealIP
-)
-
-// droppedName is a header name the proxy drops or replaces, and its bit.
-type droppedName struct {
-	name []byte
-	bit  uint16
-}
-
-// droppedNames are those names: hopHeaders first, then the others.
-var droppedNames = func() []droppedName {
-	var d []droppedName
-	for _, n := range hopHeaders {
-		d = append(d, droppedName{[]byte(n), hasHop})
-	}
-	return append(d, droppedName{[]byte("Expect"), hasExpect}, droppedName{[]byte("Forwarded"), hasForwarded},
-		droppedName{[]byte("X-Forwarded-Host"), hasXForwardedHost}, droppedName{[]byte("X-Forwarded-Proto"), hasXForwardedProto},
-		droppedName{headerXForwardedFor, hasXForwardedFor}, droppedName{headerXRealIP, hasXRealIP})
-}()
-
-// nameBits is the bits of the dropped names equal to name, compared without
-// regard to case as Del does.
-func nameBits(name []byte) (bits uint16) {
-	for _, d := range droppedNames {
-		if len(name) == len(d.name) && bytes.EqualFold(name, d.name) {
-			bits |= d.bit
-		}
-	}
-	return bits
-}
-
-// requestHas reads the request's header names from its raw head, as
-// parsed. Not through h.All(): that parses the Cookie header into cookies,
-// and the request is then written from them, which drops cookies with a
-// quote, backslash or semicolon in their value and merges Cookie lines.
-// With trailer fields (a chunked body's), every bit is set: deleting
-// Trailer (as a hop-by-hop header, or as a Connection token) moves those
-// fields into the headers, where they are dropped by name as before. So
-// is a head that was not parsed here. It runs before the Connection
-// tokens are dropped, while the trailer fields are still told apart.
-func requestHas(h *fasthttp.RequestHeader) (bits uint16) {
-	raw := h.RawHeaders()
-	if len(raw) == 0 || len(h.PeekTrailerKeys()) > 0 {
-		return ^uint16(0)
-	}
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
-			continue // a folded line continues the previous value
-		}
-		if c := bytes.IndexByte(line, ':'); c > 0 {
-			bits |= nameBits(bytes.TrimRight(line[:c], " \t"))
-		}
-	}
-	return bits
-}
-
-// responseHas is requestHas for an answer, whose names All gives without
-// side effects.
-func responseHas(h *fasthttp.ResponseHeader) (bits uint16) {
-	for k := range h.All() {
-		bits |= nameBits(k)
-	}
-	return bits
-}
-
-// cleanResponse drops the backend's hop-by-hop headers; the server frames
-// the answer to the client itself (Content-Length, keep-alive).
-func cleanResponse(h *fasthttp.ResponseHeader) {
-	if conn := h.PeekAll(fasthttp.HeaderConnection); len(conn) > 0 {
-		connectionTokens(conn, h.DelBytes)
-		h.Del(fasthttp.HeaderConnection)
-	}
-	h.ResetConnectionClose()
-	if responseHas(h)&hasHop != 0 {
-		for _, name := range hopHeaders {
-			h.Del(name)
-		}
-	}
-}
 
 // clientOf walks an X-Forwarded-For chain (header lines of comma-separated
 // addresses, nearest last) from a trusted peer back to the first address
@@ -555,27 +400,22 @@ const (
 // endpoint address, route key or error text reaches a client. The details
 // go to the (rate-limited) log and the metrics.
 var statusBodies = map[int]string{
-	fasthttp.StatusBadRequest:            "400 Bad Request\n",
-	fasthttp.StatusRequestTimeout:        "408 Request Timeout\n",
-	fasthttp.StatusRequestEntityTooLarge: "413 Content Too Large\n",
-	fasthttp.StatusBadGateway:            "502 Bad Gateway\n",
-	fasthttp.StatusServiceUnavailable:    "503 Service Unavailable\n",
-	fasthttp.StatusGatewayTimeout:        "504 Gateway Timeout\n",
+	http.StatusBadRequest:            "400 Bad Request\n",
+	http.StatusRequestTimeout:        "408 Request Timeout\n",
+	http.StatusRequestEntityTooLarge: "413 Content Too Large\n",
+	http.StatusNotImplemented:        "501 Not Implemented\n",
+	http.StatusBadGateway:            "502 Bad Gateway\n",
+	http.StatusServiceUnavailable:    "503 Service Unavailable\n",
+	http.StatusGatewayTimeout:        "504 Gateway Timeout\n",
 }
 
 // clientError answers a request the server could not read: a stalled body
-// (408), one over the size limit (413) or one that does not parse (400). No
-// route or endpoint saw it.
-func (i *Ingress) clientError(ctx *fasthttp.RequestCtx, err error) {
-	code := fasthttp.StatusBadRequest
-	switch {
-	case isTimeout(err):
-		code = fasthttp.StatusRequestTimeout
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		code = fasthttp.StatusRequestEntityTooLarge
-	}
+// (408), one over the size limit (413), one that does not parse (400) or
+// one in a transfer coding other than chunked (501). No route or endpoint
+// saw it.
+func (i *Ingress) clientError(x *h1.Exchange, code int, _ error) {
 	i.metrics.ClientErrors.WithLabelValues(strconv.Itoa(code)).Inc()
-	writeText(ctx, code, statusBodies[code])
+	writeText(x, code, statusBodies[code])
 }
 
 // upstreamError counts a failed exchange with a backend and logs it.
@@ -588,7 +428,7 @@ func (rs *routeState) upstreamError(kind string, err error) {
 }
 
 func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) {
+	if errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	var ne net.Error
@@ -734,11 +574,11 @@ func (rs *routeState) attemptDone(pol loadbalancer.Policy, p loadbalancer.Picked
 // attemptDoneFeedback is attemptDone for an attempt that got an answer: a
 // policy that reads server feedback (c3) gets the queue size and service
 // time the backend put in the answer's headers first.
-func (rs *routeState) attemptDoneFeedback(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time, h *fasthttp.ResponseHeader) {
+func (rs *routeState) attemptDoneFeedback(pol loadbalancer.Policy, p loadbalancer.Picked, latency time.Duration, status int, now time.Time, resp *h1.Response) {
 	fu, ok := pol.(loadbalancer.FeedbackUser)
 	var fb loadbalancer.ServerFeedback
 	if ok {
-		fb = serverFeedback(h)
+		fb = serverFeedback(resp)
 	}
 	defer rs.inFlight.Add(-1)
 	rs.mu.Lock()
@@ -760,28 +600,23 @@ func (rs *routeState) doneLocked(pol loadbalancer.Policy, p loadbalancer.Picked,
 	rs.applyEjectionsLocked(rs.ejectBuf, true)
 }
 
-// Headers the backend adds to every /work answer (docs/DESIGN.md, the
-// backend contract): its queue length when it answered and the request's
-// service time.
-const (
-	headerQueue     = "X-Prequal-Queue"
-	headerServiceUs = "X-Prequal-Service-Us"
-)
-
-// serverFeedback reads the feedback headers; Known is false when the
-// answer carried neither or they do not parse.
-func serverFeedback(h *fasthttp.ResponseHeader) loadbalancer.ServerFeedback {
+// serverFeedback reads the headers the backend adds to every /work answer
+// (docs/DESIGN.md, the backend contract): X-Prequal-Queue, its queue
+// length when it answered, and X-Prequal-Service-Us, the request's service
+// time. Known is false when the answer carried neither or they do not
+// parse.
+func serverFeedback(resp *h1.Response) loadbalancer.ServerFeedback {
 	var fb loadbalancer.ServerFeedback
-	if v := h.Peek(headerQueue); len(v) > 0 {
-		n, err := fasthttp.ParseUint(v)
-		if err != nil {
+	if v := resp.Field(h1.KindPrequalQueue); len(v) > 0 {
+		n, ok := h1.ParseUint(v)
+		if !ok {
 			return loadbalancer.ServerFeedback{}
 		}
-		fb.QueueSize, fb.Known = n, true
+		fb.QueueSize, fb.Known = int(n), true
 	}
-	if v := h.Peek(headerServiceUs); len(v) > 0 {
-		n, err := fasthttp.ParseUint(v)
-		if err != nil {
+	if v := resp.Field(h1.KindPrequalServiceUs); len(v) > 0 {
+		n, ok := h1.ParseUint(v)
+		if !ok {
 			return loadbalancer.ServerFeedback{}
 		}
 		fb.ServiceTime, fb.Known = time.Duration(n)*time.Microsecond, true

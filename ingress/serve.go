@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
@@ -114,7 +112,7 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 		_ = ing.Run(runCtx)
 	}()
 	go func() {
-		if err := proxySrv.Serve(rawio.Listener{Listener: pl}); err != nil {
+		if err := proxySrv.Serve(ing.ProxyListener(pl)); err != nil {
 			errc <- fmt.Errorf("ingress: proxy server: %w", err)
 		}
 	}()
@@ -155,7 +153,7 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := proxySrv.ShutdownWithContext(sctx); err != nil {
+	if err := proxySrv.Shutdown(sctx); err != nil {
 		log.Warn("in-flight requests did not finish before the shutdown deadline", "timeout", cfg.ShutdownTimeout, "err", err)
 	}
 	_ = adminSrv.Shutdown(sctx)
@@ -166,46 +164,33 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	return runErr
 }
 
-// ProxyServer is the data plane's HTTP/1.1 server for ing: fasthttp's,
-// which reads each request whole (headers and body, bounded by
-// ClientBodyTimeout and MaxBodySize) before the proxy sees it, and keeps
-// client connections alive for 2 minutes between requests.
-func (i *Ingress) ProxyServer() *fasthttp.Server {
-	return &fasthttp.Server{
-		Handler:                      i.serve,
-		ErrorHandler:                 i.clientError,
-		ExpectHandler:                i.expectContinue,
-		ReadTimeout:                  i.opts.ClientBodyTimeout,
-		WriteTimeout:                 i.opts.UpstreamReadTimeout,
-		IdleTimeout:                  120 * time.Second,
-		MaxRequestBodySize:           i.opts.MaxBodySize,
-		ReadBufferSize:               16 << 10, // the largest request head, as nginx's large_client_header_buffers
-		DisablePreParseMultipartForm: true,     // bodies pass through as sent
-		NoDefaultServerHeader:        true,
-		NoDefaultDate:                true,
-		NoDefaultContentType:         true,
-		CloseOnShutdown:              true,
-		Logger:                       discardLogger{},
-	}
+// clientIdleTimeout is how long a client's keep-alive connection may wait
+// for its next request.
+const clientIdleTimeout = 120 * time.Second
+
+// ProxyListener is the listener ProxyServer serves on: its connections are
+// read and written with raw non-blocking system calls (package rawio).
+func (i *Ingress) ProxyListener(l net.Listener) net.Listener {
+	return rawio.Listener{Listener: l}
 }
 
-// expectContinue answers a request that asks for 100 Continue before it
-// sends its body: 413 at once for a body declared over the size limit (the
-// client then need not send it), 100 Continue otherwise.
-func (i *Ingress) expectContinue(ctx *fasthttp.RequestCtx) int {
-	if ctx.Request.Header.ContentLength() > i.opts.MaxBodySize {
-		i.metrics.ClientErrors.WithLabelValues(strconv.Itoa(fasthttp.StatusRequestEntityTooLarge)).Inc()
-		writeText(ctx, fasthttp.StatusRequestEntityTooLarge, statusBodies[fasthttp.StatusRequestEntityTooLarge])
-		return fasthttp.StatusRequestEntityTooLarge
+// ProxyServer is the data plane's HTTP/1.1 server for ing, to serve on
+// ProxyListener. It reads each request whole (head and body, bounded by
+// ClientBodyTimeout and MaxBodySize; heads by 16 KiB, as nginx's
+// large_client_header_buffers) before the proxy sees it, writes the
+// answer whole within UpstreamReadTimeout, and keeps client connections
+// alive for 2 minutes between requests.
+func (i *Ingress) ProxyServer() *h1.Server {
+	return &h1.Server{
+		Handler:      i.serve,
+		ClientError:  i.clientError,
+		MaxHeadSize:  16 << 10,
+		MaxBodySize:  i.opts.MaxBodySize,
+		ReadTimeout:  i.opts.ClientBodyTimeout,
+		WriteTimeout: i.opts.UpstreamReadTimeout,
+		IdleTimeout:  clientIdleTimeout,
 	}
-	return fasthttp.StatusContinue
 }
-
-// discardLogger drops fasthttp's own log lines: every failure it reports
-// also reaches the client as an answer, counted in the metrics.
-type discardLogger struct{}
-
-func (discardLogger) Printf(string, ...any) {}
 
 // IsLoopback reports whether a listen address binds only loopback.
 func IsLoopback(addr string) (bool, error) {

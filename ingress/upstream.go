@@ -1,17 +1,16 @@
 package ingress
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
@@ -44,12 +43,11 @@ type hostConns struct {
 	gone bool
 }
 
-// upstreamConn is one connection with its buffers, kept across requests.
+// upstreamConn is one connection with its read buffer, kept across
+// requests.
 type upstreamConn struct {
 	conn      net.Conn
-	w         connWriter // bw writes through it
-	br        *bufio.Reader
-	bw        *bufio.Writer
+	br        *h1.Reader
 	live      liveness.Checker
 	idleSince time.Time
 	reused    bool
@@ -106,22 +104,6 @@ func (c *upstreamConn) setWriteDeadline(now time.Time, timeout time.Duration) er
 	return nil
 }
 
-// connWriter writes to the connection and keeps the last write error, so a
-// failure to write a request can be told apart: the connection's (the
-// backend's, or the network's) or the request's own.
-type connWriter struct {
-	conn net.Conn
-	err  error
-}
-
-func (w *connWriter) Write(p []byte) (int, error) {
-	n, err := w.conn.Write(p)
-	if err != nil {
-		w.err = err
-	}
-	return n, err
-}
-
 // maxResponseHead is the largest response head (status line and headers)
 // taken from a backend, the read buffer's size: a larger one is a 502. As
 // the request head limit (nginx's large_client_header_buffers), and above
@@ -137,25 +119,18 @@ const (
 	phaseSend                        // writing the request
 	phaseHeader                      // waiting for or reading the response headers
 	phaseBody                        // reading the response body
-	// phaseRequest: the request itself could not be written (the
-	// request's fault, not the connection's: 400, no endpoint blamed).
-	phaseRequest
 )
 
 // upstreamError is a failed exchange and the phase it failed in.
 type upstreamError struct {
 	phase upstreamPhase
 	err   error
+	// silent: not a byte of answer had come when it failed.
+	silent bool
 }
 
 func (e *upstreamError) Error() string { return e.err.Error() }
 func (e *upstreamError) Unwrap() error { return e.err }
-
-// requestFault reports a failure caused by the request itself.
-func requestFault(err error) bool {
-	var ue *upstreamError
-	return errors.As(err, &ue) && ue.phase == phaseRequest
-}
 
 func newUpstreams(opts Options) *upstreams {
 	return &upstreams{
@@ -194,7 +169,7 @@ func (u *upstreams) host(addr string) *hostConns {
 // start is the caller's clock reading at the start (after a dial a fresh
 // one is taken for the write deadline), and end the one taken when the
 // exchange ended (one clock read shared with the caller).
-func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Response, start time.Time) (end time.Time, err error) {
+func (u *upstreams) do(addr string, x *h1.Exchange, start time.Time) (end time.Time, err error) {
 	h := u.host(addr)
 	for replayed := false; ; replayed = true {
 		c, err := u.get(h, addr, start)
@@ -204,10 +179,10 @@ func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Respon
 		if !c.reused {
 			start = time.Now() // the dial's time is not the write's
 		}
-		keep, err := u.exchange(c, req, resp, start)
+		keep, err := u.exchange(c, x, start)
 		end = time.Now()
 		if err == nil {
-			if !keep || resp.ConnectionClose() || req.ConnectionClose() {
+			if !keep || x.Resp.Close {
 				c.conn.Close()
 			} else {
 				u.put(h, c, end)
@@ -215,8 +190,7 @@ func (u *upstreams) do(addr string, req *fasthttp.Request, resp *fasthttp.Respon
 			return end, nil
 		}
 		c.conn.Close()
-		if !replayed && c.reused && staleConn(err) && idempotent(req) {
-			resp.ResetBody() // not Reset, which clears the no-default-header settings
+		if !replayed && c.reused && staleConn(err) && idempotent(&x.Req) {
 			start = end
 			continue
 		}
@@ -253,9 +227,7 @@ func (u *upstreams) get(h *hostConns, addr string, now time.Time) (*upstreamConn
 		return nil, err
 	}
 	conn = rawio.Wrap(conn)
-	c := &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, maxResponseHead)}
-	c.w.conn = conn
-	c.bw = bufio.NewWriterSize(&c.w, 4096)
+	c := &upstreamConn{conn: conn, br: h1.NewReader(conn, maxResponseHead)}
 	c.live.Init(conn)
 	return c, nil
 }
@@ -279,38 +251,35 @@ func (u *upstreams) put(h *hostConns, c *upstreamConn, now time.Time) {
 	h.mu.Unlock()
 }
 
-// exchange writes req on c and reads the response; keep reports whether
-// c may carry another request. Deadlines: the request write and the body
-// read each get readTimeout (nginx's proxy_send_timeout and
-// proxy_read_timeout, here over the whole body because it is read into
-// memory at once), the headers headerTimeout from the end of the write.
-// Each may fire up to its deadlineSlack late.
-func (u *upstreams) exchange(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response, now time.Time) (keep bool, err error) {
+// exchange writes the request (x.Out, with the body when it is not in
+// there) on c and reads the answer into x.Resp; keep reports whether c may
+// carry another request. Deadlines: the request write and the body read
+// each get readTimeout (nginx's proxy_send_timeout and proxy_read_timeout,
+// here over the whole body because it is read into memory at once), the
+// headers headerTimeout from the end of the write. Each may fire up to its
+// deadlineSlack late.
+func (u *upstreams) exchange(c *upstreamConn, x *h1.Exchange, now time.Time) (keep bool, err error) {
+	c.br.Mark()
 	if err := c.setWriteDeadline(now, u.readTimeout); err != nil {
-		return false, &upstreamError{phase: phaseSend, err: err}
+		return false, &upstreamError{phase: phaseSend, err: err, silent: true}
 	}
-	err = req.Write(c.bw)
-	if err == nil {
-		err = c.bw.Flush()
+	_, err = c.conn.Write(x.Out)
+	if body := x.Req.Body; err == nil && len(body) > smallRequestBody {
+		_, err = c.conn.Write(body)
 	}
 	if err != nil {
-		if c.w.err == nil {
-			// Not a write to the connection that failed: the request
-			// could not be written (the connection is closed all the same).
-			return false, &upstreamError{phase: phaseRequest, err: err}
-		}
-		if u.earlyAnswer(c, req, resp) {
+		if u.earlyAnswer(c, x) {
 			return false, nil
 		}
-		return false, &upstreamError{phase: phaseSend, err: err}
+		return false, &upstreamError{phase: phaseSend, err: err, silent: c.br.Received() == 0}
 	}
 	if err := c.setReadDeadline(time.Now(), u.headerTimeout); err != nil {
-		return false, &upstreamError{phase: phaseHeader, err: err}
+		return false, &upstreamError{phase: phaseHeader, err: err, silent: true}
 	}
-	if err := readHeader(c, resp); err != nil {
+	if err := readHeader(c, &x.Resp); err != nil {
 		return false, err
 	}
-	if err := u.readBody(c, req, resp); err != nil {
+	if err := u.readBody(c, &x.Req, &x.Resp); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -328,105 +297,58 @@ const earlyAnswerWait = 100 * time.Millisecond
 // not reused. On a reused connection a 408 is the backend's goodbye to the
 // idle connection, not an answer to this request: the write failure
 // stands (and a replay may follow).
-func (u *upstreams) earlyAnswer(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) bool {
+func (u *upstreams) earlyAnswer(c *upstreamConn, x *h1.Exchange) bool {
 	if c.setReadDeadline(time.Now(), earlyAnswerWait) != nil {
 		return false
 	}
-	if readHeader(c, resp) != nil || (c.reused && resp.StatusCode() == fasthttp.StatusRequestTimeout) {
+	if readHeader(c, &x.Resp) != nil || (c.reused && x.Resp.Code == http.StatusRequestTimeout) {
 		return false
 	}
-	return u.readBody(c, req, resp) == nil
+	return u.readBody(c, &x.Req, &x.Resp) == nil
 }
 
-// readHeader reads the response headers, by the deadline set. Interim
-// answers (100 Continue, 103 Early Hints) are skipped: the client gets the
-// final one only. Each Read replaces the headers read before (and, unlike
-// Reset, keeps the server's no-default-header settings).
-func readHeader(c *upstreamConn, resp *fasthttp.Response) error {
-	for {
-		if err := resp.Header.Read(c.br); err != nil {
-			return &upstreamError{phase: phaseHeader, err: err}
-		}
-		if code := resp.StatusCode(); code < 100 || code >= 200 || code == fasthttp.StatusSwitchingProtocols {
-			break
-		}
-	}
-	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
-		return &upstreamError{phase: phaseHeader, err: errUpgrade}
+// readHeader reads the final answer's head, by the deadline set (interim
+// answers skipped).
+func readHeader(c *upstreamConn, resp *h1.Response) error {
+	if err := c.br.ReadResponseHead(resp); err != nil {
+		return &upstreamError{phase: phaseHeader, err: err, silent: c.br.Received() == 0}
 	}
 	return nil
 }
 
 // readBody reads the response body, within readTimeout.
-func (u *upstreams) readBody(c *upstreamConn, req *fasthttp.Request, resp *fasthttp.Response) error {
-	resp.SkipBody = req.Header.IsHead()
-	if resp.SkipBody || resp.StatusCode() == fasthttp.StatusNoContent || resp.StatusCode() == fasthttp.StatusNotModified {
-		return nil
-	}
+func (u *upstreams) readBody(c *upstreamConn, req *h1.Request, resp *h1.Response) error {
+	head := req.IsHead()
 	// A body already buffered whole (most small answers arrive with their
 	// headers) needs no read, so no deadline.
-	if n := resp.Header.ContentLength(); n < 0 || c.br.Buffered() < n {
+	if !c.br.BodyBuffered(resp, head) {
 		if err := c.setReadDeadline(time.Now(), u.readTimeout); err != nil {
 			return &upstreamError{phase: phaseBody, err: err}
 		}
 	}
-	if err := resp.ReadBody(c.br, u.maxBody); err != nil {
+	if err := c.br.ReadResponseBody(resp, head, u.maxBody); err != nil {
 		return &upstreamError{phase: phaseBody, err: err}
-	}
-	if resp.Header.ContentLength() == -1 { // chunked: the trailer section follows
-		if err := discardTrailer(c.br); err != nil {
-			return &upstreamError{phase: phaseBody, err: err}
-		}
 	}
 	return nil
 }
-
-// discardTrailer reads the trailer section that ends a chunked body, up to
-// and including its empty line, and drops it, as nginx does: the answer goes
-// to the client whole, with a Content-Length, so its trailer fields have
-// nowhere to go (and may not be merged into the headers, RFC 9110 §6.5.1).
-// Left unread, they were read as the next answer on the connection.
-func discardTrailer(br *bufio.Reader) error {
-	for n := 0; ; {
-		line, err := br.ReadSlice('\n')
-		if n += len(line); n > maxResponseHead {
-			return errTrailerTooLarge
-		}
-		if err != nil {
-			return err // a line longer than the buffer, or the connection broke off
-		}
-		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
-			return nil
-		}
-	}
-}
-
-var errTrailerTooLarge = errors.New("the chunked body's trailer section is over 16 KiB")
-
-// errUpgrade is a backend switching protocols, which the buffered data
-// plane does not carry.
-var errUpgrade = errors.New("the backend switched protocols; upgrades are not proxied")
 
 // staleConn reports a failure before the first byte of an answer on a
 // connection the backend had already closed.
 func staleConn(err error) bool {
 	var ue *upstreamError
-	if !errors.As(err, &ue) || ue.phase > phaseHeader {
-		return false // phaseRequest too
+	if !errors.As(err, &ue) || ue.phase > phaseHeader || !ue.silent {
+		return false
 	}
-	var nothing *fasthttp.ErrNothingRead
-	return errors.As(err, &nothing) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // idempotent: a request that may be sent twice, by its method (RFC 9110
 // §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE). Bodies are in memory, so
 // a body does not stop a replay; the method does.
-func idempotent(req *fasthttp.Request) bool {
-	m := req.Header.Method()
-	switch string(m) {
-	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodOptions, fasthttp.MethodTrace,
-		fasthttp.MethodPut, fasthttp.MethodDelete:
+func idempotent(req *h1.Request) bool {
+	switch string(req.Method) {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
 		return true
 	}
 	return false

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress"
-	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
 
 // Serve serves ing's proxy on 127.0.0.1 until the test ends and returns its
@@ -22,12 +21,12 @@ func Serve(t testing.TB, ing *ingress.Ingress) string {
 	}
 	srv := ing.ProxyServer()
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(rawio.Listener{Listener: l}) }()
+	go func() { defer close(done); _ = srv.Serve(ing.ProxyListener(l)) }()
 	t.Cleanup(func() {
 		// Bounded: a test may leave a request hanging on a stalled backend.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.ShutdownWithContext(ctx)
+		_ = srv.Shutdown(ctx)
 		l.Close()
 		<-done
 	})

@@ -1,6 +1,7 @@
 package rawio
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -43,6 +44,14 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
 
 // Unwrap returns the wrapped connection.
 func (c *Conn) Unwrap() net.Conn { return c.Conn }
+
+// CloseWrite shuts down the sending side of the wrapped connection.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
 
 // Read reads what the socket holds, up to len(p), waiting on the poller
 // (and the read deadline) while it holds nothing.

@@ -1,0 +1,137 @@
+package h1
+
+// ReadRequestBody reads the body r's head framed into r.Body, at most max
+// bytes: ErrBodyTooLarge past that (for a Content-Length over max before
+// a byte of body is read).
+func (b *Reader) ReadRequestBody(r *Request, max int) error {
+	r.Body = r.Body[:0]
+	var err error
+	switch {
+	case r.Chunked:
+		r.Body, err = b.readChunked(r.Body, max)
+	case r.ContentLength > 0:
+		r.Body, err = b.readLength(r.Body, r.ContentLength, max)
+	}
+	return err
+}
+
+// readLength appends n bytes of body to dst.
+func (b *Reader) readLength(dst []byte, n int64, max int) ([]byte, error) {
+	if n > int64(max) {
+		return dst, ErrBodyTooLarge
+	}
+	start := len(dst)
+	dst = grow(dst, int(n))
+	return dst, b.readFull(dst[start:])
+}
+
+// grow extends dst by n bytes, keeping its backing array when it has room.
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) >= n {
+		return dst[:len(dst)+n]
+	}
+	out := make([]byte, len(dst)+n)
+	copy(out, dst)
+	return out
+}
+
+// readChunked appends a chunked body (RFC 9112 §7.1), de-chunked, to dst.
+// Chunk extensions are skipped; the trailer section is read and dropped
+// (the body goes on with a Content-Length, so its fields have nowhere to go,
+// and they may not be merged into the head, RFC 9110 §6.5.1).
+func (b *Reader) readChunked(dst []byte, max int) ([]byte, error) {
+	for {
+		line, err := b.line()
+		if err != nil {
+			return dst, err
+		}
+		size, err := chunkSize(line)
+		if err != nil {
+			return dst, err
+		}
+		if size == 0 {
+			return dst, b.skipTrailer()
+		}
+		if size > int64(max-len(dst)) {
+			return dst, ErrBodyTooLarge
+		}
+		if dst, err = b.readLength(dst, size, max); err != nil {
+			return dst, err
+		}
+		line, err = b.line()
+		if err != nil {
+			return dst, err
+		}
+		if len(line) > 1 || (len(line) == 1 && line[0] != '\r') {
+			return dst, badRequest("chunk data longer than its size")
+		}
+	}
+}
+
+// chunkSize parses a chunk-size line: hex digits, then optional
+// whitespace and extensions after a semicolon.
+func chunkSize(line []byte) (int64, error) {
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	var n int64
+	i := 0
+	for ; i < len(line); i++ {
+		c := line[i]
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			goto rest
+		}
+		if i >= 15 {
+			return 0, badRequest("chunk size too large")
+		}
+		n = n<<4 | int64(d)
+	}
+rest:
+	if i == 0 {
+		return 0, badRequest("malformed chunk size")
+	}
+	ext := trimOWS(line[i:])
+	if len(ext) > 0 && ext[0] != ';' {
+		return 0, badRequest("malformed chunk size")
+	}
+	for _, c := range ext {
+		if !isValueByte(c) {
+			return 0, badRequest("invalid byte in a chunk extension")
+		}
+	}
+	return n, nil
+}
+
+// skipTrailer reads the trailer section, up to its empty line, and drops
+// it. It is bounded like a head.
+func (b *Reader) skipTrailer() error {
+	total := 0
+	for {
+		line, err := b.line()
+		if err != nil {
+			return err
+		}
+		if total += len(line) + 1; total > len(b.buf) {
+			return ErrHeadTooLarge
+		}
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if len(line) == 0 {
+			return nil
+		}
+		for _, c := range line {
+			if c == '\r' || c == 0 {
+				return badRequest("invalid byte in a trailer field")
+			}
+		}
+	}
+}

@@ -1,0 +1,362 @@
+package h1
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Exchange is one request and its answer, handed to the Handler. It is
+// the connection's and reused for its next request.
+type Exchange struct {
+	Req  Request
+	Resp Response
+	// Remote is the client's address (the zero value for a connection that
+	// is not TCP).
+	Remote netip.AddrPort
+	// Out is scratch space for the handler (the request as it goes
+	// upstream), kept with the connection.
+	Out []byte
+}
+
+// Handler answers a request read whole: it reads x.Req and fills x.Resp.
+type Handler func(x *Exchange)
+
+// Server is an HTTP/1.1 server that reads each request whole, head and
+// body, before its handler runs, and writes the handler's answer whole
+// with a Content-Length. One goroutine serves each connection, one request
+// at a time (pipelined requests wait their turn).
+type Server struct {
+	Handler Handler
+	// ClientError answers a request the server could not take: status
+	// 400 (does not parse, no Host, head too large), 408 (not whole in
+	// time), 413 (body too large) or 501 (a transfer coding other than
+	// chunked). The handler never sees it; the connection closes after.
+	ClientError func(x *Exchange, status int, err error)
+	// MaxHeadSize bounds a request head; default 16 KiB. MaxBodySize
+	// bounds a body; default 32 MiB.
+	MaxHeadSize int
+	MaxBodySize int
+	// ReadTimeout bounds reading a request, head and body, from its first
+	// byte. WriteTimeout bounds writing an answer. IdleTimeout bounds the
+	// wait for a connection's next request. Zero: no bound.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	shutdown atomic.Bool
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[*conn]struct{}
+	drained  chan struct{} // closed when shutting down and no connection is left
+}
+
+// Connection states, for Shutdown: an idle connection (waiting for a
+// request) is closed at once, an active one after its answer.
+const (
+	stateActive int32 = iota
+	stateIdle
+	stateClosed
+)
+
+type conn struct {
+	nc    net.Conn
+	br    *Reader
+	x     Exchange
+	wbuf  []byte
+	state atomic.Int32
+}
+
+// Serve accepts connections on l and serves them until Shutdown, then
+// returns nil; another failure to accept is returned.
+func (s *Server) Serve(l net.Listener) error {
+	if s.Handler == nil {
+		return errors.New("h1: Server without a Handler")
+	}
+	s.mu.Lock()
+	if s.shutdown.Load() {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	if s.lns == nil {
+		s.lns = map[net.Listener]struct{}{}
+		s.conns = map[*conn]struct{}{}
+	}
+	s.lns[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.shutdown.Load() {
+				return nil
+			}
+			// Out of descriptors or a connection aborted before it was
+			// taken: wait a little and go on, as net/http does.
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := &conn{nc: nc}
+		if !s.track(c) {
+			nc.Close()
+			return nil
+		}
+		go s.serve(c)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	c.state.Store(stateClosed)
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.shutdown.Load() && len(s.conns) == 0 && s.drained != nil {
+		select {
+		case <-s.drained:
+		default:
+			close(s.drained)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Shutdown stops accepting, closes idle connections at once and active
+// ones after their answer (sent with Connection: close), and waits for them
+// up to ctx's end; then it closes what is left and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown.Store(true)
+	if s.drained == nil {
+		s.drained = make(chan struct{})
+	}
+	for l := range s.lns {
+		l.Close()
+	}
+	for c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.nc.Close()
+		}
+	}
+	if len(s.conns) == 0 {
+		select {
+		case <-s.drained:
+		default:
+			close(s.drained)
+		}
+	}
+	drained := s.drained
+	s.mu.Unlock()
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (s *Server) maxHead() int {
+	if s.MaxHeadSize > 0 {
+		return s.MaxHeadSize
+	}
+	return 16 << 10
+}
+
+func (s *Server) maxBody() int {
+	if s.MaxBodySize > 0 {
+		return s.MaxBodySize
+	}
+	return 32 << 20
+}
+
+// deadline is now+d, or none for d <= 0.
+func deadline(now time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return now.Add(d)
+}
+
+// retainLimit is the largest buffer a connection keeps between requests;
+// a larger one (a big body) is dropped so an idle connection holds little.
+const retainLimit = 64 << 10
+
+var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+func (s *Server) serve(c *conn) {
+	defer s.untrack(c)
+	defer c.nc.Close()
+	c.br = NewReader(c.nc, s.maxHead())
+	if a, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
+		c.x.Remote = a.AddrPort()
+	}
+	x := &c.x
+	for {
+		// Wait for the next request's first byte, idle.
+		c.state.Store(stateIdle)
+		if s.shutdown.Load() {
+			return
+		}
+		if c.br.Buffered() == 0 {
+			if err := c.nc.SetReadDeadline(deadline(time.Now(), s.IdleTimeout)); err != nil {
+				return
+			}
+			if err := c.br.Fill(); err != nil {
+				return
+			}
+		}
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return // Shutdown closed it while idle
+		}
+		if err := c.nc.SetReadDeadline(deadline(time.Now(), s.ReadTimeout)); err != nil {
+			return
+		}
+		if err := s.readRequest(c); err != nil {
+			s.refuse(c, err)
+			return
+		}
+		s.Handler(x)
+		closing := x.Req.Close || s.shutdown.Load()
+		if err := s.answer(c, closing); err != nil || closing {
+			return
+		}
+		c.trim()
+	}
+}
+
+// readRequest reads a request whole, answering 100 Continue to a client
+// that waits for it.
+func (s *Server) readRequest(c *conn) error {
+	r := &c.x.Req
+	if err := c.br.ReadRequestHead(r); err != nil {
+		return err
+	}
+	if r.Minor >= 1 && r.Host == nil {
+		return badRequest("no Host field")
+	}
+	if r.ExpectContinue && (r.Chunked || r.ContentLength > 0) {
+		if r.ContentLength > int64(s.maxBody()) {
+			return ErrBodyTooLarge // without reading the body the client holds back
+		}
+		if c.br.Buffered() == 0 {
+			if err := s.write(c, continue100); err != nil {
+				return err
+			}
+		}
+	}
+	return c.br.ReadRequestBody(r, s.maxBody())
+}
+
+// refuse answers a request the server could not take, if an answer is
+// owed, and closes the connection gently: what the client still sends is
+// read and dropped for a moment, so its answer is not lost to a reset.
+func (s *Server) refuse(c *conn, err error) {
+	status := StatusOf(err)
+	var ne net.Error
+	if status == 0 && errors.As(err, &ne) && ne.Timeout() {
+		status = 408
+	}
+	if status == 0 || s.ClientError == nil {
+		return // the connection failed, or nothing may be said
+	}
+	s.ClientError(&c.x, status, err)
+	if s.answer(c, true) != nil {
+		return
+	}
+	lingerClose(c.nc)
+}
+
+// smallBody is the largest body written in one piece with its head; a
+// larger one is written on its own rather than copied.
+const smallBody = 16 << 10
+
+// answer writes x.Resp to the client.
+func (s *Server) answer(c *conn, closing bool) error {
+	x := &c.x
+	head := x.Req.IsHead()
+	c.wbuf = AppendResponseHead(c.wbuf[:0], &x.Resp, head, closing, !closing && x.Req.Minor == 0)
+	body := x.Resp.Body
+	if !x.Resp.HasBody(head) {
+		body = nil
+	}
+	if len(body) <= smallBody {
+		c.wbuf = append(c.wbuf, body...)
+		return s.write(c, c.wbuf)
+	}
+	if err := s.write(c, c.wbuf); err != nil {
+		return err
+	}
+	return s.write(c, body)
+}
+
+// lingerClose stops sending and reads what the client still sends for up
+// to half a second (at most 256 KiB), so that closing with unread bytes
+// does not reset the connection before the client read its answer.
+func lingerClose(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	if nc.SetReadDeadline(time.Now().Add(500*time.Millisecond)) != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, nc, 256<<10)
+}
+
+func (s *Server) write(c *conn, b []byte) error {
+	if err := c.nc.SetWriteDeadline(deadline(time.Now(), s.WriteTimeout)); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// trim drops buffers a large message left behind.
+func (c *conn) trim() {
+	x := &c.x
+	if cap(x.Req.Body) > retainLimit {
+		x.Req.Body = nil
+	}
+	if cap(x.Resp.Body) > retainLimit {
+		x.Resp.Body = nil
+	}
+	if cap(x.Out) > retainLimit {
+		x.Out = nil
+	}
+	if cap(c.wbuf) > retainLimit {
+		c.wbuf = nil
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
+	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
@@ -55,24 +56,15 @@ type upstreamConn struct {
 	readDeadline, writeDeadline time.Time
 }
 
-// deadlineSlack is how much later than its timeout a deadline may fire: a
-// deadline is renewed only when it would fire before the timeout, and then
-// set this much later, so a busy connection renews it about once per slack
-// instead of three times per request (each a timer update in the runtime).
-// nginx's timers are lazy the same way (NGX_TIMER_LAZY_DELAY, 300 ms).
-func deadlineSlack(timeout time.Duration) time.Duration {
-	return min(timeout/16, 250*time.Millisecond)
-}
+// deadlineSlack is how much later than its timeout a deadline may fire
+// (package lazydeadline): a busy connection renews its deadlines about once
+// per slack instead of three times per request.
+func deadlineSlack(timeout time.Duration) time.Duration { return lazydeadline.Slack(timeout) }
 
 // lazyDeadline returns the deadline to set for timeout from now, or false
 // when cur already fires between now+timeout and now+timeout+slack.
 func lazyDeadline(cur, now time.Time, timeout time.Duration) (time.Time, bool) {
-	want := now.Add(timeout)
-	slack := deadlineSlack(timeout)
-	if !cur.Before(want) && cur.Sub(want) <= slack {
-		return cur, false
-	}
-	return want.Add(slack), true
+	return lazydeadline.Renew(cur, now.Add(timeout), deadlineSlack(timeout))
 }
 
 // setReadDeadline makes reads on c fail no sooner than timeout from now,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
@@ -22,6 +23,9 @@ type conn struct {
 	buf  []byte
 	live liveness.Checker
 	idle time.Time // when it was last put back
+	// deadline is the one set on nc, renewed lazily: probes on a busy
+	// connection seldom update a runtime timer.
+	deadline time.Time
 }
 
 func newConn(nc net.Conn) *conn {
@@ -33,11 +37,16 @@ func newConn(nc net.Conn) *conn {
 
 func (c *conn) close() { _ = c.nc.Close() }
 
-// roundTrip writes req and reads one answer by deadline. The answer's body
-// points into c.buf and is valid until the next roundTrip.
-func (c *conn) roundTrip(req []byte, deadline time.Time) (response, error) {
-	if err := c.nc.SetDeadline(deadline); err != nil {
-		return response{}, errNoAnswer
+// roundTrip writes req and reads one answer by deadline, which may fire up
+// to slack late. The answer's body points into c.buf and is valid until
+// the next roundTrip.
+func (c *conn) roundTrip(req []byte, deadline time.Time, slack time.Duration) (response, error) {
+	if d, renew := lazydeadline.Renew(c.deadline, deadline, slack); renew {
+		c.deadline = time.Time{} // unknown if the call fails
+		if err := c.nc.SetDeadline(d); err != nil {
+			return response{}, errNoAnswer
+		}
+		c.deadline = d
 	}
 	if _, err := c.nc.Write(req); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -98,8 +107,7 @@ type endpointConns struct {
 // last answer (a second answer nobody asked for would be read as this
 // probe's) is closed instead. The check is one non-blocking syscall, made
 // outside the pool's lock.
-func (p *pool) get(endpoint string, idle bool) (*conn, []byte) {
-	now := time.Now()
+func (p *pool) get(endpoint string, idle bool, now time.Time) (*conn, []byte) {
 	for {
 		c, req := p.pop(endpoint, idle, now)
 		if c == nil || c.live.Usable() {
@@ -133,8 +141,7 @@ func (p *pool) pop(endpoint string, idle bool, now time.Time) (*conn, []byte) {
 }
 
 // put keeps c for reuse, or closes it when the pool is full or closed.
-func (p *pool) put(endpoint string, c *conn) {
-	now := time.Now()
+func (p *pool) put(endpoint string, c *conn, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.eps[endpoint]

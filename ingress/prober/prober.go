@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -76,6 +77,9 @@ type Prober struct {
 	cfg   Config
 	queue chan Job
 	conns pool
+	// realClock: cfg.Now is time.Now, so one clock read serves both the
+	// probe's times and its deadlines.
+	realClock bool
 }
 
 // New builds a Prober; call Run to start its workers.
@@ -102,13 +106,14 @@ func New(cfg Config) (*Prober, error) {
 		return nil, fmt.Errorf("prober: workers (%d), queue size (%d), timeout (%v), stale-after (%v), idle timeout (%v) and idle connections per endpoint (%d) must not be negative",
 			cfg.Workers, cfg.QueueSize, cfg.Timeout, cfg.StaleAfter, cfg.IdleTimeout, cfg.MaxIdlePerEndpoint)
 	}
-	if cfg.Now == nil {
+	realClock := cfg.Now == nil
+	if realClock {
 		cfg.Now = time.Now
 	}
 	if cfg.DialContext == nil {
 		cfg.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	p := &Prober{cfg: cfg, queue: make(chan Job, cfg.QueueSize)}
+	p := &Prober{cfg: cfg, queue: make(chan Job, cfg.QueueSize), realClock: realClock}
 	p.conns = pool{maxIdle: cfg.MaxIdlePerEndpoint, idleTimeout: cfg.IdleTimeout, eps: map[string]*endpointConns{}}
 	return p, nil
 }
@@ -166,41 +171,57 @@ func (p *Prober) Run(ctx context.Context) {
 }
 
 // Probe sends one probe and classifies the outcome. Any failure to connect,
-// to send or to read an HTTP/1.x answer in time is ProbeTimeout.
+// to send or to read an HTTP/1.x answer in time is ProbeTimeout. The probe
+// times out up to a sixteenth of the timeout late (its deadlines are
+// renewed lazily, package lazydeadline).
 func (p *Prober) Probe(ctx context.Context, endpoint string) Result {
-	start := p.cfg.Now()
-	res := p.probe(ctx, endpoint)
-	res.Received = p.cfg.Now()
+	start, actual := p.now()
+	res := p.probe(ctx, endpoint, actual)
 	res.Duration = res.Received.Sub(start)
 	return res
 }
 
-func (p *Prober) probe(ctx context.Context, endpoint string) Result {
-	deadline := time.Now().Add(p.cfg.Timeout)
+// now reads the configured clock and the real one (which deadlines and
+// the connection pool go by), once when they are the same.
+func (p *Prober) now() (clock, actual time.Time) {
+	actual = time.Now()
+	if p.realClock {
+		return actual, actual
+	}
+	return p.cfg.Now(), actual
+}
+
+// probe sends the probe, started at start (the real clock); the result's
+// Received is the configured clock read once it ended, which the reply's
+// staleness is judged by too.
+func (p *Prober) probe(ctx context.Context, endpoint string, start time.Time) Result {
+	deadline := start.Add(p.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	if ctx.Err() != nil {
-		return Result{Outcome: loadbalancer.ProbeTimeout}
+		return Result{Outcome: loadbalancer.ProbeTimeout, Received: p.cfg.Now()}
 	}
+	slack := lazydeadline.Slack(p.cfg.Timeout)
 	for attempt := 0; ; attempt++ {
 		// A retry dials: the older idle connections are likelier closed.
-		c, req := p.conns.get(endpoint, attempt == 0)
+		c, req := p.conns.get(endpoint, attempt == 0, start)
 		reused := c != nil
 		if c == nil {
 			var err error
 			if c, err = p.dial(ctx, endpoint, deadline); err != nil {
-				return Result{Outcome: loadbalancer.ProbeTimeout}
+				return Result{Outcome: loadbalancer.ProbeTimeout, Received: p.cfg.Now()}
 			}
 		}
-		r, err := c.roundTrip(req, deadline)
+		r, err := c.roundTrip(req, deadline, slack)
 		// An idle connection the backend has closed meanwhile fails before
 		// any answer: try once more on a new one, as net/http does.
 		if err == errNoAnswer && reused && attempt == 0 {
 			c.close()
 			continue
 		}
-		out := Result{Outcome: loadbalancer.ProbeTimeout}
+		received, end := p.now()
+		out := Result{Outcome: loadbalancer.ProbeTimeout, Received: received}
 		switch {
 		case err == errBodyTooBig && r.status == 200:
 			out.Outcome = loadbalancer.ProbeMalformed
@@ -210,10 +231,10 @@ func (p *Prober) probe(ctx context.Context, endpoint string) Result {
 		case r.status != 200:
 			out.Outcome = loadbalancer.ProbeStatus
 		default:
-			out.Reply, out.Outcome = ParseReply(r.body, p.cfg.Now(), p.cfg.StaleAfter)
+			out.Reply, out.Outcome = ParseReply(r.body, out.Received, p.cfg.StaleAfter)
 		}
 		if err == nil && r.keepAlive {
-			p.conns.put(endpoint, c)
+			p.conns.put(endpoint, c, end)
 		} else {
 			c.close()
 		}

@@ -3,12 +3,15 @@ package prober
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -167,5 +170,62 @@ func TestProber_EnqueueNeverBlocks(t *testing.T) {
 func TestNew_RejectsNegative(t *testing.T) {
 	if _, err := New(Config{Workers: -1}); err == nil || !strings.Contains(err.Error(), "prober:") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// deadlineCounter counts the deadlines set on a connection.
+type deadlineCounter struct {
+	net.Conn
+	sets *atomic.Int64
+}
+
+func (d deadlineCounter) SetDeadline(t time.Time) error {
+	d.sets.Add(1)
+	return d.Conn.SetDeadline(t)
+}
+
+// Probes in a row on one connection renew its deadline about once per
+// slack (a sixteenth of the timeout, at most 250 ms), not once per probe;
+// a probe that gets no answer still times out.
+func TestProber_DeadlinesAreRenewedLazily(t *testing.T) {
+	var sets atomic.Int64
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return deadlineCounter{Conn: c, sets: &sets}, nil
+	}
+	const timeout = time.Hour
+	p, err := New(Config{Workers: 1, Timeout: timeout, DialContext: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := probeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"rif":1,"latency_median_ms":2,"timestamp_ms":%d}`, time.Now().UnixMilli())
+	})
+	start := time.Now()
+	const probes = 50
+	for range probes {
+		if r := p.Probe(context.Background(), ep); r.Outcome != loadbalancer.ProbeOK {
+			t.Fatalf("outcome %q", r.Outcome)
+		}
+	}
+	// One renewal to start, then at most one per slack that passed.
+	if limit := 2 + int64(time.Since(start)/lazydeadline.Slack(timeout)); sets.Load() > limit || sets.Load() >= probes {
+		t.Fatalf("%d deadlines set for %d probes in %v, want at most %d", sets.Load(), probes, time.Since(start), limit)
+	}
+
+	// A backend that never answers: the probe times out, at most its slack late.
+	block := make(chan struct{})
+	defer close(block)
+	silent := probeServer(t, func(w http.ResponseWriter, r *http.Request) { <-block })
+	p2, err := New(Config{Workers: 1, Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p2.Probe(context.Background(), silent); r.Outcome != loadbalancer.ProbeTimeout || r.Duration < 50*time.Millisecond {
+		t.Fatalf("a silent backend: %q after %v, want a timeout no sooner than 50ms", r.Outcome, r.Duration)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -866,6 +867,55 @@ func TestProxy_DropsForwardedFromTrailer(t *testing.T) {
 		}
 		if r := strings.ToLower(reqs[0]); strings.Contains(r, "forwarded: for=203.0.113") || strings.Contains(r, "upgrade:") {
 			t.Fatalf("Connection: %s: the trailer's Forwarded or Upgrade reached the backend:\n%s", conn, reqs[0])
+		}
+	}
+}
+
+// Bodies larger than the ones written with their head (16 KiB each way)
+// pass whole: a 100 KiB Content-Length body and a chunked one go upstream
+// with a Content-Length, and a 100 KiB answer comes back intact, twice on
+// one kept-alive client connection.
+func TestProxy_LargeBodiesBothWays(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 100<<10/16)
+	be := startRawBackend(t, func(int, string) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big, false
+	})
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(deadline))
+	br := bufio.NewReader(c)
+	var chunked strings.Builder
+	for i := 0; i < len(big); i += 7000 {
+		part := big[i:min(i+7000, len(big))]
+		chunked.WriteString(strconv.FormatInt(int64(len(part)), 16) + "\r\n" + part + "\r\n")
+	}
+	chunked.WriteString("0\r\n\r\n")
+	for _, req := range []string{
+		"POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big,
+		"POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked.String(),
+	} {
+		go func() { _, _ = io.WriteString(c, req) }()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || string(body) != big {
+			t.Fatalf("answer: status %d, %d bytes (%v), want 200 and %d bytes", resp.StatusCode, len(body), err, len(big))
+		}
+	}
+	reqs := be.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the backend got %d requests, want 2", len(reqs))
+	}
+	for _, r := range reqs {
+		if answerBody(r) != big || !strings.Contains(r, "\r\nContent-Length: "+strconv.Itoa(len(big))+"\r\n") ||
+			strings.Contains(strings.ToLower(r), "transfer-encoding") {
+			t.Fatalf("the backend got %.80q... (%d bytes), want the body whole with a Content-Length", r, len(r))
 		}
 	}
 }

@@ -359,4 +359,15 @@ func (c *conn) trim() {
 	if cap(c.wbuf) > retainLimit {
 		c.wbuf = nil
 	}
+	// A head of thousands of tiny fields leaves a large field list.
+	if cap(x.Req.Fields) > retainFields {
+		x.Req.Fields = nil
+	}
+	if cap(x.Resp.Fields) > retainFields {
+		x.Resp.Fields = nil
+	}
 }
+
+// retainFields is the longest field list a connection keeps between
+// requests.
+const retainFields = 256

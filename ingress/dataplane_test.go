@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,13 +12,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
@@ -916,6 +921,94 @@ func TestProxy_LargeBodiesBothWays(t *testing.T) {
 		if answerBody(r) != big || !strings.Contains(r, "\r\nContent-Length: "+strconv.Itoa(len(big))+"\r\n") ||
 			strings.Contains(strings.ToLower(r), "transfer-encoding") {
 			t.Fatalf("the backend got %.80q... (%d bytes), want the body whole with a Content-Length", r, len(r))
+		}
+	}
+}
+
+// An absolute-form target (from a client that takes the ingress for a
+// forward proxy) goes upstream in origin form with its authority as the
+// Host; the scheme's case does not matter and an empty path is "/". One
+// with userinfo is refused, so "user@host" never becomes a Host.
+func TestProxy_AbsoluteFormTargets(t *testing.T) {
+	be := startRawBackend(t, answerOK)
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"}, route.Spec{Key: "w", Path: "/", Endpoints: []string{be.addr}})
+	addr := strings.TrimPrefix(url, "http://")
+	for _, tt := range []struct{ target, line, host string }{
+		{"http://app.local/p?q=1", "GET /p?q=1 HTTP/1.1", "app.local"},
+		{"HTTP://App.Local:8080/p", "GET /p HTTP/1.1", "App.Local:8080"},
+		{"http://app.local", "GET / HTTP/1.1", "app.local"},
+		{"http://app.local?q=2", "GET /?q=2 HTTP/1.1", "app.local"},
+	} {
+		n := len(be.requests())
+		out := exchangeRaw(t, addr, "GET "+tt.target+" HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n")
+		if statusLine(out) != "HTTP/1.1 200 OK" {
+			t.Fatalf("%s: %q", tt.target, statusLine(out))
+		}
+		reqs := be.requests()
+		if len(reqs) != n+1 {
+			t.Fatalf("%s: the backend got %d requests", tt.target, len(reqs)-n)
+		}
+		lines := headLines(reqs[n])
+		if lines[0] != tt.line || !slices.Contains(lines, "Host: "+tt.host) || slices.Contains(lines, "Host: other") {
+			t.Fatalf("%s: the backend got %q", tt.target, lines)
+		}
+	}
+	for _, target := range []string{"http://user@app.local/p", "http://user:pw@app.local", "https://app.local/p", "http:///p", "ftp://a/b"} {
+		n := len(be.requests())
+		if got := statusLine(exchangeRaw(t, addr, "GET "+target+" HTTP/1.1\r\nHost: app.local\r\nConnection: close\r\n\r\n")); got != "HTTP/1.1 400 Bad Request" {
+			t.Fatalf("%s: %q, want 400", target, got)
+		}
+		if len(be.requests()) != n {
+			t.Fatalf("%s reached the backend", target)
+		}
+	}
+}
+
+// With --retry, only a connection that broke is tried elsewhere: an answer
+// that came and was refused (a 101, a malformed head) is not sent again.
+func TestRetryable_OnlyBrokenConnections(t *testing.T) {
+	get := parsedExchange(t, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&upstreamError{phase: phaseHeader, err: io.EOF, silent: true}, true},
+		{&upstreamError{phase: phaseHeader, err: syscall.ECONNRESET}, true},
+		{&upstreamError{phase: phaseHeader, err: h1.ErrUpgrade}, false},
+		{&upstreamError{phase: phaseHeader, err: h1.ErrHeadTooLarge}, false},
+		{&upstreamError{phase: phaseHeader, err: errors.New("h1: malformed status line")}, false},
+		{&upstreamError{phase: phaseHeader, err: os.ErrDeadlineExceeded}, false},
+		{&upstreamError{phase: phaseBody, err: io.ErrUnexpectedEOF}, false},
+	} {
+		if got := retryable(&get.Req, tt.err, true); got != tt.want {
+			t.Errorf("%v: retryable %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// An answer with no body by the rules but one declared (to a HEAD, a 204
+// or 304 with a length) leaves its connection unpooled: a body the backend
+// sends anyway, late, would be the next request's answer.
+func TestDeclaredUnsentBody(t *testing.T) {
+	head := parsedExchange(t, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+	get := parsedExchange(t, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	for _, tt := range []struct {
+		x    *h1.Exchange
+		resp string
+		want bool
+	}{
+		{head, "HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\n", true},
+		{head, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false},
+		{get, "HTTP/1.1 304 Not Modified\r\nContent-Length: 38\r\n\r\n", true},
+		{get, "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", true},
+		{get, "HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\n", false},
+	} {
+		var resp h1.Response
+		if err := h1.NewReader(strings.NewReader(tt.resp), 1024).ReadResponseHead(&resp); err != nil {
+			t.Fatal(err)
+		}
+		if got := declaredUnsentBody(&tt.x.Req, &resp); got != tt.want {
+			t.Errorf("%s to %s: %v, want %v", strings.SplitN(tt.resp, "\r\n", 2)[0], tt.x.Req.Method, got, tt.want)
 		}
 	}
 }

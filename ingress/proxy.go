@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -112,23 +114,34 @@ func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), le
 
 // requestPath returns the raw path of the request target. An absolute-form
 // target (a client that thinks it talks to a forward proxy) is rewritten to
-// origin form, with its authority as the Host, as net/http reads it.
+// origin form, with its authority as the Host (RFC 9112 §3.2.2); one with
+// userinfo (http://user@host/) is refused, as RFC 9110 §4.2.4 asks, so no
+// "user@host" reaches the router or the backend as a Host.
 func requestPath(req *h1.Request) (string, bool) {
 	uri := req.Target
 	if len(uri) == 0 {
 		return "", false
 	}
 	if uri[0] != '/' {
-		rest, ok := bytes.CutPrefix(uri, []byte("http://"))
-		if !ok {
+		const scheme = "http://"
+		if len(uri) < len(scheme) || !strings.EqualFold(string(uri[:len(scheme)]), scheme) {
 			return "", false
 		}
-		slash := bytes.IndexByte(rest, '/')
-		if slash <= 0 {
+		rest := uri[len(scheme):]
+		end := bytes.IndexAny(rest, "/?")
+		if end < 0 {
+			end = len(rest)
+		}
+		authority := rest[:end]
+		if len(authority) == 0 || bytes.IndexByte(authority, '@') >= 0 {
 			return "", false
 		}
-		req.SetHost(rest[:slash])
-		req.SetTarget(rest[slash:])
+		target := rest[end:]
+		if len(target) == 0 || target[0] != '/' { // http://h and http://h?q have the path /
+			target = append([]byte{'/'}, target...)
+		}
+		req.SetHost(authority)
+		req.SetTarget(target)
 		uri = req.Target
 	}
 	if q := bytes.IndexByte(uri, '?'); q >= 0 {
@@ -212,7 +225,15 @@ func retryable(req *h1.Request, err error, wider bool) bool {
 	if ue.phase == phaseDial {
 		return true
 	}
-	return wider && ue.phase < phaseBody && !isTimeout(err) && idempotent(req)
+	return wider && ue.phase < phaseBody && connectionFailure(err) && idempotent(req)
+}
+
+// connectionFailure: the connection broke (closed, reset), as opposed to a
+// timeout or an answer that came and was refused (malformed, a 101): only
+// such a failure is worth another endpoint's try.
+func connectionFailure(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 // failed answers a request whose exchange with the backends failed.

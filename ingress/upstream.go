@@ -174,7 +174,7 @@ func (u *upstreams) do(addr string, x *h1.Exchange, start time.Time) (end time.T
 		keep, err := u.exchange(c, x, start)
 		end = time.Now()
 		if err == nil {
-			if !keep || x.Resp.Close {
+			if !keep || x.Resp.Close || declaredUnsentBody(&x.Req, &x.Resp) {
 				c.conn.Close()
 			} else {
 				u.put(h, c, end)
@@ -222,6 +222,19 @@ func (u *upstreams) get(h *hostConns, addr string, now time.Time) (*upstreamConn
 	c := &upstreamConn{conn: conn, br: h1.NewReader(conn, maxResponseHead)}
 	c.live.Init(conn)
 	return c, nil
+}
+
+// declaredUnsentBody: an answer that has no body by the rules (to a HEAD,
+// a 204, a 304) but whose head declares one. A backend that sends the body
+// anyway may send it in a later segment than put and the liveness check
+// see, to be read as another client's answer: the connection is not
+// reused. (Past this, a backend that sends more than it declared after a
+// pause can still put a connection out of step; nginx shares the window.)
+func declaredUnsentBody(req *h1.Request, resp *h1.Response) bool {
+	if !req.IsHead() && resp.Code != http.StatusNoContent && resp.Code != http.StatusNotModified {
+		return false
+	}
+	return resp.ContentLength > 0 || resp.Chunked
 }
 
 // put keeps c for the next request, unless bytes past the answer are

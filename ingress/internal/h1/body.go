@@ -1,5 +1,7 @@
 package h1
 
+import "io"
+
 // ReadRequestBody reads the body r's head framed into r.Body, at most max
 // bytes: ErrBodyTooLarge past that (for a Content-Length over max before
 // a byte of body is read).
@@ -15,25 +17,46 @@ func (b *Reader) ReadRequestBody(r *Request, max int) error {
 	return err
 }
 
-// readLength appends n bytes of body to dst.
-func (b *Reader) readLength(dst []byte, n int64, max int) ([]byte, error) {
-	if n > int64(max) {
+// readLength appends n bytes of body to dst. Memory is taken as the bytes
+// arrive, not for all n at once: a head declaring 32 MiB and sending
+// nothing holds no 32 MiB buffer. dst grows by doubling, so a body of many
+// small chunks is copied a bounded number of times.
+func (b *Reader) readLength(dst []byte, n int64, limit int) ([]byte, error) {
+	if n > int64(limit-len(dst)) {
 		return dst, ErrBodyTooLarge
 	}
-	start := len(dst)
-	dst = grow(dst, int(n))
-	return dst, b.readFull(dst[start:])
+	end := len(dst) + int(n)
+	m := min(b.w-b.r, int(n))
+	dst = append(dst, b.buf[b.r:b.r+m]...)
+	b.r += m
+	for stalls := 0; len(dst) < end; {
+		if len(dst) == cap(dst) {
+			grown := make([]byte, len(dst), min(end, max(2*cap(dst), len(dst)+minGrowth)))
+			copy(grown, dst)
+			dst = grown
+		}
+		k, err := b.rd.Read(dst[len(dst):min(cap(dst), end)])
+		dst = dst[:len(dst)+k]
+		b.n += int64(k)
+		if len(dst) == end {
+			return dst, nil
+		}
+		switch {
+		case err == io.EOF:
+			return dst, io.ErrUnexpectedEOF
+		case err != nil:
+			return dst, err
+		case k == 0:
+			if stalls++; stalls > 100 {
+				return dst, io.ErrNoProgress
+			}
+		}
+	}
+	return dst, nil
 }
 
-// grow extends dst by n bytes, keeping its backing array when it has room.
-func grow(dst []byte, n int) []byte {
-	if cap(dst)-len(dst) >= n {
-		return dst[:len(dst)+n]
-	}
-	out := make([]byte, len(dst)+n)
-	copy(out, dst)
-	return out
-}
+// minGrowth is the least a body buffer grows by.
+const minGrowth = 64 << 10
 
 // readChunked appends a chunked body (RFC 9112 §7.1), de-chunked, to dst.
 // Chunk extensions are skipped; the trailer section is read and dropped

@@ -1,5 +1,7 @@
 package h1
 
+import "errors"
+
 // Field is one header field as received: its name in the sender's case and
 // its value without the surrounding whitespace. Both are slices of the
 // message's own copy of its head, valid until the message is read again.
@@ -188,12 +190,22 @@ func eachToken(v []byte, f func(tok []byte)) {
 	}
 }
 
+// maxConnectionOptions bounds the options the Connection fields of one
+// message may name: each is compared with every field.
+const maxConnectionOptions = 32
+
+// errConnectionOptions is a message whose Connection fields name more
+// options than maxConnectionOptions.
+var errConnectionOptions = errors.New("h1: too many Connection options")
+
 // markConnectionTokens marks hop-by-hop the fields that the Connection
 // fields name, besides the hop-by-hop kinds marked when parsed. Host is
 // never dropped, whatever a Connection header says (nor are the framing
 // fields, which the proxy writes itself). It reports the close and
 // keep-alive options.
-func markConnectionTokens(fields []Field) (close, keepAlive bool) {
+func markConnectionTokens(fields []Field) (close, keepAlive bool, err error) {
+	var opts [maxConnectionOptions][]byte
+	n := 0
 	for i := range fields {
 		if fields[i].Kind != KindConnection {
 			continue
@@ -204,17 +216,30 @@ func markConnectionTokens(fields []Field) (close, keepAlive bool) {
 				close = true
 			case equalFold(tok, "keep-alive"):
 				keepAlive = true
-			}
-			for j := range fields {
-				f := &fields[j]
-				if f.Kind != KindHost && f.Kind != KindContentLength && f.Kind != KindTransferEncoding &&
-					equalFoldBytes(f.Name, tok) {
-					f.Hop = true
-				}
+			case n == len(opts):
+				err = errConnectionOptions
+			default:
+				opts[n] = tok
+				n++
 			}
 		})
 	}
-	return close, keepAlive
+	if err != nil || n == 0 {
+		return close, keepAlive, err
+	}
+	for j := range fields {
+		f := &fields[j]
+		if f.Hop || f.Kind == KindHost || f.Kind == KindContentLength || f.Kind == KindTransferEncoding {
+			continue
+		}
+		for _, o := range opts[:n] {
+			if equalFoldBytes(f.Name, o) {
+				f.Hop = true
+				break
+			}
+		}
+	}
+	return close, keepAlive, nil
 }
 
 // parseUint parses a decimal number of at most 18 digits (no sign, no

@@ -145,28 +145,6 @@ func (b *Reader) line() ([]byte, error) {
 	}
 }
 
-// readFull reads exactly len(p) bytes: the buffered ones first, the rest
-// straight from the connection.
-func (b *Reader) readFull(p []byte) error {
-	n := copy(p, b.buf[b.r:b.w])
-	b.r += n
-	for n < len(p) {
-		m, err := b.rd.Read(p[n:])
-		n += m
-		b.n += int64(m)
-		if n < len(p) && err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-		if m == 0 && err == nil {
-			return io.ErrNoProgress
-		}
-	}
-	return nil
-}
-
 // readToEOF appends to dst what the connection sends until it closes, at
 // most max bytes in all: ErrBodyTooLarge past that.
 func (b *Reader) readToEOF(dst []byte, max int) ([]byte, error) {

@@ -169,7 +169,10 @@ func (r *Request) frame() error {
 		}
 	}
 	r.HasBody = r.Chunked || r.ContentLength >= 0
-	closeOpt, keepAlive := markConnectionTokens(r.Fields)
+	closeOpt, keepAlive, err := markConnectionTokens(r.Fields)
+	if err != nil {
+		return badRequest(err.Error())
+	}
 	r.Close = closeOpt || (r.Minor == 0 && !keepAlive)
 	return nil
 }
@@ -268,7 +271,9 @@ func parseFields(p []byte, fields []Field) ([]Field, error) {
 			return fields, badRequest("obsolete line folding")
 		}
 		i := 0
+		underscore := false
 		for i < len(line) && isTchar[line[i]] {
+			underscore = underscore || line[i] == '_'
 			i++
 		}
 		if i == 0 || i >= len(line) || line[i] != ':' {
@@ -282,7 +287,8 @@ func parseFields(p []byte, fields []Field) ([]Field, error) {
 			}
 		}
 		k := KindOf(name)
-		fields = append(fields, Field{Name: name, Value: value, Kind: k, Hop: k.hopByHop()})
+		hop := k.hopByHop() || (underscore && claimsForwarding(name))
+		fields = append(fields, Field{Name: name, Value: value, Kind: k, Hop: hop})
 	}
 }
 
@@ -300,4 +306,26 @@ func (r *Request) SetHost(v []byte) {
 		}
 	}
 	r.Fields = append(r.Fields, Field{Name: []byte("Host"), Value: v, Kind: KindHost})
+}
+
+// claimsForwarding reports a name with underscores that reads as a
+// forwarding field with dashes (X_Forwarded_For): many servers (CGI, WSGI,
+// Rack) turn both into the same variable, so such a field would pass a
+// client's claim on beside the one the proxy sets. It is not forwarded.
+func claimsForwarding(name []byte) bool {
+	var b [24]byte
+	if len(name) > len(b) {
+		return false
+	}
+	for i, c := range name {
+		if c == '_' {
+			c = '-'
+		}
+		b[i] = c
+	}
+	switch KindOf(b[:len(name)]) {
+	case KindForwarded, KindXForwardedFor, KindXForwardedHost, KindXForwardedProto, KindXRealIP:
+		return true
+	}
+	return false
 }

@@ -125,7 +125,10 @@ func parseResponseHead(r *Response) error {
 			}
 		}
 	}
-	closeOpt, keepAlive := markConnectionTokens(r.Fields)
+	closeOpt, keepAlive, err := markConnectionTokens(r.Fields)
+	if err != nil {
+		return err
+	}
 	r.Close = closeOpt || (r.Minor == 0 && !keepAlive)
 	if te {
 		// Transfer-Encoding wins over Content-Length; a connection that

@@ -212,7 +212,7 @@ func deadline(now time.Time, d time.Duration) time.Time {
 
 // retainLimit is the largest buffer a connection keeps between requests;
 // a larger one (a big body) is dropped so an idle connection holds little.
-const retainLimit = 64 << 10
+const retainLimit = 32 << 10
 
 var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -251,6 +251,9 @@ func (s *Server) serve(c *conn) {
 		s.Handler(x)
 		closing := x.Req.Close || s.shutdown.Load()
 		if err := s.answer(c, closing); err != nil || closing {
+			if err == nil && c.br.Buffered() > 0 {
+				lingerClose(c.nc) // pipelined requests unread: no reset under the answer
+			}
 			return
 		}
 		c.trim()

@@ -1,0 +1,133 @@
+package h1
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// allocated runs f and returns the bytes it allocated (the process's, so
+// the bounds below leave room for anything else running).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A body of many tiny chunks costs memory in proportion to its size: the
+// buffer grows by doubling, not by a copy per chunk (80,000 one-byte
+// chunks took 3.3 GB before).
+func TestReadChunked_ManySmallChunksGrowLinearly(t *testing.T) {
+	var raw strings.Builder
+	raw.WriteString("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for range 80000 {
+		raw.WriteString("1\r\na\r\n")
+	}
+	raw.WriteString("0\r\n\r\n")
+	in := raw.String()
+	var r Request
+	var err error
+	n := allocated(func() {
+		br := NewReader(strings.NewReader(in), 1024)
+		if err = br.ReadRequestHead(&r); err == nil {
+			err = br.ReadRequestBody(&r, 1<<20)
+		}
+	})
+	if err != nil || len(r.Body) != 80000 {
+		t.Fatalf("body of %d bytes, %v", len(r.Body), err)
+	}
+	if n > 4<<20 {
+		t.Fatalf("an 80,000-byte body of one-byte chunks allocated %d bytes", n)
+	}
+}
+
+// A Content-Length is not taken on trust: a head that declares 32 MiB and
+// sends 10 bytes makes no 32 MiB buffer.
+func TestReadLength_MemoryFollowsTheBytes(t *testing.T) {
+	in := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 33554432\r\n\r\n0123456789"
+	var r Request
+	var err error
+	n := allocated(func() {
+		br := NewReader(strings.NewReader(in), 1024)
+		if err = br.ReadRequestHead(&r); err == nil {
+			err = br.ReadRequestBody(&r, 32<<20)
+		}
+	})
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("err %v, want io.ErrUnexpectedEOF", err)
+	}
+	if n > 4<<20 {
+		t.Fatalf("a head declaring 32 MiB with 10 bytes sent allocated %d bytes", n)
+	}
+	// A whole large body still arrives intact, through reads of any size.
+	body := bytes.Repeat([]byte("0123456789abcdef"), 40000)
+	br := NewReader(&oneByteThenAll{s: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 640000\r\n\r\n" + string(body)}, 1024)
+	if err := br.ReadRequestHead(&r); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.ReadRequestBody(&r, 1<<20); err != nil || !bytes.Equal(r.Body, body) {
+		t.Fatalf("%d bytes, %v", len(r.Body), err)
+	}
+}
+
+// oneByteThenAll gives a byte per read for a while, then the rest at once.
+type oneByteThenAll struct {
+	s     string
+	reads int
+}
+
+func (o *oneByteThenAll) Read(p []byte) (int, error) {
+	if len(o.s) == 0 {
+		return 0, io.EOF
+	}
+	o.reads++
+	n := 1
+	if o.reads > 5000 {
+		n = len(p)
+	}
+	n = copy(p[:min(n, len(p))], o.s)
+	o.s = o.s[n:]
+	return n, nil
+}
+
+// More than 32 Connection options are refused: each is compared with every
+// field, so a head of thousands of both cost quadratic time.
+func TestReadRequest_ConnectionOptionsBounded(t *testing.T) {
+	opts := make([]string, 33)
+	for i := range opts {
+		opts[i] = "x-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+	}
+	raw := "GET / HTTP/1.1\r\nHost: x\r\nConnection: " + strings.Join(opts[:32], ", ") + ", close\r\n\r\n"
+	if r, err := readRequest(t, raw, 10); err != nil || !r.Close {
+		t.Fatalf("32 options and close: %v (close %v)", err, r.Close)
+	}
+	raw = "GET / HTTP/1.1\r\nHost: x\r\nConnection: " + strings.Join(opts, ",") + "\r\n\r\n"
+	if _, err := readRequest(t, raw, 10); StatusOf(err) != 400 {
+		t.Fatalf("33 options: %v, want 400", err)
+	}
+	resp := "HTTP/1.1 200 OK\r\nConnection: " + strings.Join(opts, ",") + "\r\nContent-Length: 0\r\n\r\n"
+	if _, _, err := readResponse(t, resp, false, 10); err == nil {
+		t.Fatal("an answer with 33 Connection options was taken")
+	}
+}
+
+// A name with underscores that reads as a forwarding field with dashes is
+// never forwarded: CGI-style servers make X_Forwarded_For and
+// X-Forwarded-For the same variable.
+func TestReadRequest_UnderscoreForwardingClaimsAreDropped(t *testing.T) {
+	r, err := readRequest(t, "GET / HTTP/1.1\r\nHost: x\r\nX_Forwarded_For: 6.6.6.6\r\nx_real_ip: 6.6.6.6\r\nX-Forwarded_Proto: https\r\n"+
+		"Forwarded: for=1\r\nX_Custom_Thing: kept\r\nX_Forwarded_For_Long_Name_Beyond: kept\r\n\r\n", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Fields {
+		kept := strings.HasPrefix(string(f.Value), "kept") || f.Kind == KindHost || f.Kind == KindForwarded
+		if f.Hop == kept {
+			t.Errorf("%s: hop-by-hop %v", f.Name, f.Hop)
+		}
+	}
+}

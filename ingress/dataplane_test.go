@@ -644,6 +644,29 @@ func TestRun_IdleRoutesOfPollingPoliciesArePolled(t *testing.T) {
 	}
 }
 
+// The idle ticker runs only while a route's policy probes: a route that
+// turns from round-robin to wrr is polled without traffic, and the ticker
+// stops again when it turns back.
+func TestRun_IdleTickerFollowsTheProbingPolicies(t *testing.T) {
+	addr, probes := probeServer(t)
+	cfg := loadbalancer.DefaultConfig()
+	cfg.WRR.Period = 20 * time.Millisecond
+	ing, _ := newTestIngress(t, Options{DefaultAlgorithm: "round-robin", Policy: cfg}, route.Spec{Key: "w", Path: "/", Endpoints: []string{addr}})
+	if ing.probing.Load() {
+		t.Fatal("a round-robin ingress counts as probing")
+	}
+	if err := ing.SetAlgorithm("w", "wrr"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the route turned wrr to be polled again and again", func() bool { return probes.Load() >= 3 })
+	if err := ing.SetAlgorithm("w", "round-robin"); err != nil {
+		t.Fatal(err)
+	}
+	if ing.probing.Load() {
+		t.Fatal("back on round-robin, the ingress still counts as probing")
+	}
+}
+
 // A request that expects 100 Continue for a body over --max-body-size gets
 // 413 at once, without the 100 Continue that would have the client send
 // the body; one within the limit gets the 100 Continue and goes through.

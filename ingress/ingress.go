@@ -116,6 +116,9 @@ type Ingress struct {
 
 	table  atomic.Pointer[table]
 	synced atomic.Bool
+	// probing: some route's policy probes; probingChanged tells Run.
+	probing        atomic.Bool
+	probingChanged chan struct{}
 
 	mu          sync.Mutex        // serializes writers; see the package comment
 	overrides   map[string]string // admin algorithm per route key
@@ -195,6 +198,8 @@ func New(opts Options) (*Ingress, error) {
 		seed:      opts.Seed,
 		overrides: map[string]string{},
 		errLog:    log.New(io.Discard, "", 0),
+
+		probingChanged: make(chan struct{}, 1),
 	}
 	if i.seed == 0 {
 		i.seed = rand.Uint64()
@@ -312,7 +317,27 @@ func (i *Ingress) Update(specs []route.Spec) {
 		}
 	}
 	i.upstreams.forget(func(addr string) bool { return named[addr] })
+	i.noteProbingLocked()
 	i.synced.Store(true)
+}
+
+// noteProbingLocked records whether any route's policy probes and tells
+// Run when that changed, so the idle-probe ticker runs only then (an
+// ingress of baseline policies is not woken 40 times a second for
+// nothing). i.mu is held.
+func (i *Ingress) noteProbingLocked() {
+	probing := false
+	for _, rs := range i.table.Load().routes {
+		rs.mu.Lock()
+		probing = probing || rs.usesProbes
+		rs.mu.Unlock()
+	}
+	if i.probing.Swap(probing) != probing {
+		select {
+		case i.probingChanged <- struct{}{}:
+		default: // Run has a change to read already
+		}
+	}
 }
 
 // applyLocked brings a route's policy in line with its endpoints and its
@@ -431,6 +456,7 @@ func (i *Ingress) SetAlgorithm(key, algo string) error {
 			i.applyLocked(rs, now)
 		}
 	}
+	i.noteProbingLocked()
 	return nil
 }
 

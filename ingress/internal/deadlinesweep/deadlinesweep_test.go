@@ -8,31 +8,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prequalbench/prequalbench/ingress/internal/tcppair"
 )
 
 // pair returns a loopback TCP pair, the first end wrapped by s.
 func pair(t *testing.T, s *Sweeper) (*Conn, net.Conn) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		acc <- c
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := <-acc
-	if peer == nil {
-		t.Fatal("accept failed")
-	}
+	c, peer := tcppair.New(t)
 	w := s.Wrap(c)
-	t.Cleanup(func() { w.Close(); peer.Close() })
+	t.Cleanup(func() { w.Close() })
 	return w, peer
 }
 

@@ -4,31 +4,11 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/prequalbench/prequalbench/ingress/internal/tcppair"
 )
 
-func pair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		acc <- c
-	}()
-	client, err = net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-acc
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
+func pair(t *testing.T) (client, server net.Conn) { return tcppair.New(t) }
 
 // waitUnusable polls: the peer's bytes or FIN reach the socket soon after
 // its call returns, not necessarily before.

@@ -10,33 +10,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prequalbench/prequalbench/ingress/internal/tcppair"
 )
 
 // pair returns a connected loopback TCP pair: the client end wrapped, the
 // server end as package net makes it.
 func pair(t testing.TB) (wrapped, peer net.Conn) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		acc <- c
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer = <-acc
-	if peer == nil {
-		t.Fatal("accept failed")
-	}
-	wrapped = Wrap(c)
-	t.Cleanup(func() { wrapped.Close(); peer.Close() })
-	return wrapped, peer
+	c, peer := tcppair.New(t)
+	return Wrap(c), peer
 }
 
 func TestWrap_OnlySockets(t *testing.T) {

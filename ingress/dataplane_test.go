@@ -961,6 +961,7 @@ func TestProxy_AbsoluteFormTargets(t *testing.T) {
 		{"HTTP://App.Local:8080/p", "GET /p HTTP/1.1", "App.Local:8080"},
 		{"http://app.local", "GET / HTTP/1.1", "app.local"},
 		{"http://app.local?q=2", "GET /?q=2 HTTP/1.1", "app.local"},
+		{"http://[::1]:8080/p", "GET /p HTTP/1.1", "[::1]:8080"},
 	} {
 		n := len(be.requests())
 		out := exchangeRaw(t, addr, "GET "+tt.target+" HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n")
@@ -976,7 +977,8 @@ func TestProxy_AbsoluteFormTargets(t *testing.T) {
 			t.Fatalf("%s: the backend got %q", tt.target, lines)
 		}
 	}
-	for _, target := range []string{"http://user@app.local/p", "http://user:pw@app.local", "https://app.local/p", "http:///p", "ftp://a/b"} {
+	for _, target := range []string{"http://user@app.local/p", "http://user:pw@app.local", "https://app.local/p", "http:///p", "ftp://a/b",
+		"http://h#frag/p", "http://[::1/p", "http://a:b:c/p"} {
 		n := len(be.requests())
 		if got := statusLine(exchangeRaw(t, addr, "GET "+target+" HTTP/1.1\r\nHost: app.local\r\nConnection: close\r\n\r\n")); got != "HTTP/1.1 400 Bad Request" {
 			t.Fatalf("%s: %q, want 400", target, got)

@@ -133,7 +133,7 @@ func requestPath(req *h1.Request) (string, bool) {
 			end = len(rest)
 		}
 		authority := rest[:end]
-		if len(authority) == 0 || bytes.IndexByte(authority, '@') >= 0 {
+		if len(authority) == 0 || !h1.ValidHost(authority) { // userinfo's @ is not valid
 			return "", false
 		}
 		target := rest[end:]

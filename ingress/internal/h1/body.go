@@ -12,26 +12,32 @@ func (b *Reader) ReadRequestBody(r *Request, max int) error {
 	case r.Chunked:
 		r.Body, err = b.readChunked(r.Body, max)
 	case r.ContentLength > 0:
-		r.Body, err = b.readLength(r.Body, r.ContentLength, max)
+		r.Body, err = b.readLength(r.Body, r.ContentLength, max, true)
 	}
 	return err
 }
 
-// readLength appends n bytes of body to dst. Memory is taken as the bytes
-// arrive, not for all n at once: a head declaring 32 MiB and sending
-// nothing holds no 32 MiB buffer. dst grows by doubling, so a body of many
-// small chunks is copied a bounded number of times.
-func (b *Reader) readLength(dst []byte, n int64, limit int) ([]byte, error) {
+// readLength appends n bytes of body to dst, which may hold limit in all.
+// Memory is taken as the bytes arrive, not for all n at once: a head
+// declaring 32 MiB and sending nothing holds no 32 MiB buffer. dst grows
+// by doubling, up to the end of these n bytes when they are the whole body
+// (last), up to limit when more chunks may follow: a body of many small
+// chunks, however they arrive, is copied a bounded number of times.
+func (b *Reader) readLength(dst []byte, n int64, limit int, last bool) ([]byte, error) {
 	if n > int64(limit-len(dst)) {
 		return dst, ErrBodyTooLarge
 	}
 	end := len(dst) + int(n)
+	bound := limit
+	if last {
+		bound = end
+	}
 	m := min(b.w-b.r, int(n))
 	dst = append(dst, b.buf[b.r:b.r+m]...)
 	b.r += m
 	for stalls := 0; len(dst) < end; {
 		if len(dst) == cap(dst) {
-			grown := make([]byte, len(dst), min(end, max(2*cap(dst), len(dst)+minGrowth)))
+			grown := make([]byte, len(dst), max(end, min(bound, max(2*cap(dst), len(dst)+minGrowth))))
 			copy(grown, dst)
 			dst = grown
 		}
@@ -50,6 +56,8 @@ func (b *Reader) readLength(dst []byte, n int64, limit int) ([]byte, error) {
 			if stalls++; stalls > 100 {
 				return dst, io.ErrNoProgress
 			}
+		default:
+			stalls = 0
 		}
 	}
 	return dst, nil
@@ -78,7 +86,7 @@ func (b *Reader) readChunked(dst []byte, max int) ([]byte, error) {
 		if size > int64(max-len(dst)) {
 			return dst, ErrBodyTooLarge
 		}
-		if dst, err = b.readLength(dst, size, max); err != nil {
+		if dst, err = b.readLength(dst, size, max, false); err != nil {
 			return dst, err
 		}
 		line, err = b.line()
@@ -142,7 +150,7 @@ func (b *Reader) skipTrailer() error {
 		if err != nil {
 			return err
 		}
-		if total += len(line) + 1; total > len(b.buf) {
+		if total += len(line) + 1; total > b.max {
 			return ErrHeadTooLarge
 		}
 		if len(line) > 0 && line[len(line)-1] == '\r' {

@@ -115,11 +115,12 @@ func TestReadRequest_ConnectionOptionsBounded(t *testing.T) {
 	}
 }
 
-// A name with underscores that reads as a forwarding field with dashes is
-// never forwarded: CGI-style servers make X_Forwarded_For and
-// X-Forwarded-For the same variable.
-func TestReadRequest_UnderscoreForwardingClaimsAreDropped(t *testing.T) {
+// A name with underscores that reads as a known field with dashes is never
+// forwarded: CGI-style servers make X_Forwarded_For and X-Forwarded-For, or
+// Transfer_Encoding and Transfer-Encoding, the same variable.
+func TestReadRequest_UnderscoreAliasesAreDropped(t *testing.T) {
 	r, err := readRequest(t, "GET / HTTP/1.1\r\nHost: x\r\nX_Forwarded_For: 6.6.6.6\r\nx_real_ip: 6.6.6.6\r\nX-Forwarded_Proto: https\r\n"+
+		"Transfer_Encoding: chunked\r\nContent_Length: 99\r\nProxy_Authorization: a\r\nKeep_Alive: 1\r\n"+
 		"Forwarded: for=1\r\nX_Custom_Thing: kept\r\nX_Forwarded_For_Long_Name_Beyond: kept\r\n\r\n", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -129,5 +130,46 @@ func TestReadRequest_UnderscoreForwardingClaimsAreDropped(t *testing.T) {
 		if f.Hop == kept {
 			t.Errorf("%s: hop-by-hop %v", f.Name, f.Hop)
 		}
+	}
+}
+
+// segments delivers one segment per read, as a connection delivers
+// packets that arrive apart.
+type segments struct{ s []string }
+
+func (g *segments) Read(p []byte) (int, error) {
+	if len(g.s) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, g.s[0])
+	if g.s[0] = g.s[0][n:]; g.s[0] == "" {
+		g.s = g.s[1:]
+	}
+	return n, nil
+}
+
+// A large chunk followed by tiny chunks whose data arrive apart from their
+// size lines: each tiny chunk once grew the buffer to its own end, so the
+// whole body was copied again for each (813 MB for a 4 MiB body).
+func TestReadChunked_TinyChunksAfterALargeOneArrivingApart(t *testing.T) {
+	big := strings.Repeat("x", 4<<20)
+	segs := []string{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400000\r\n", big, "\r\n"}
+	for range 200 {
+		segs = append(segs, "1\r\n", "a", "\r\n")
+	}
+	segs = append(segs, "0\r\n\r\n")
+	var r Request
+	var err error
+	n := allocated(func() {
+		br := NewReader(&segments{s: segs}, 1024)
+		if err = br.ReadRequestHead(&r); err == nil {
+			err = br.ReadRequestBody(&r, 32<<20)
+		}
+	})
+	if err != nil || len(r.Body) != 4<<20+200 {
+		t.Fatalf("body of %d bytes, %v", len(r.Body), err)
+	}
+	if n > 40<<20 {
+		t.Fatalf("a 4 MiB body and 200 tiny chunks allocated %d bytes", n)
 	}
 }

@@ -261,3 +261,74 @@ func parseUint(b []byte) (int64, bool) {
 // ParseUint is parseUint for callers outside the package (feedback
 // headers).
 func ParseUint(b []byte) (int64, bool) { return parseUint(b) }
+
+// ValidHost reports whether v is a host and optional port as a Host field
+// or an authority carries them (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP
+// literal in brackets, or a name of the bytes a URI host may hold, then
+// ":" and digits. Empty is valid (the caller decides whether a host is
+// needed). A Host field that is not valid is answered 400 (RFC 9112 §3.2).
+func ValidHost(v []byte) bool {
+	host := v
+	if len(v) > 0 && v[0] == '[' {
+		end := -1
+		for i, c := range v {
+			if c == ']' {
+				end = i
+				break
+			}
+		}
+		if end < 2 {
+			return false
+		}
+		for _, c := range v[1:end] {
+			if !(isHex(c) || c == ':' || c == '.' || c == '%' || isUnreserved(c)) {
+				return false
+			}
+		}
+		host, v = nil, v[end+1:]
+	} else {
+		for i, c := range v {
+			if c == ':' {
+				host, v = v[:i], v[i:]
+				goto port
+			}
+		}
+		host, v = v, nil
+	}
+port:
+	for _, c := range host {
+		if !isUnreserved(c) && c != '%' && !isSubDelim(c) {
+			return false
+		}
+	}
+	if len(v) == 0 {
+		return true
+	}
+	if v[0] != ':' {
+		return false
+	}
+	for _, c := range v[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// isUnreserved: ALPHA, DIGIT, "-", ".", "_", "~" (RFC 3986 §2.3).
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// isSubDelim: the sub-delims a registered name may hold (RFC 3986 §2.2).
+func isSubDelim(c byte) bool {
+	switch c {
+	case '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=':
+		return true
+	}
+	return false
+}

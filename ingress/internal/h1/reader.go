@@ -6,11 +6,14 @@ import (
 )
 
 // Reader is a buffered reader over a connection whose buffer bounds a
-// message head: a head that does not fit is refused. Bodies are read
-// through it into memory the caller owns. It is not safe for concurrent use.
+// message head: a head that does not fit is refused. The buffer starts
+// small and grows to its bound only for a head that needs it. Bodies are
+// read through it into memory the caller owns. It is not safe for
+// concurrent use.
 type Reader struct {
 	rd   io.Reader
 	buf  []byte
+	max  int // the largest the buffer grows to
 	r, w int
 	// scanned is how far past r the search for the end of a head has
 	// looked, so a head that arrives in pieces is scanned once.
@@ -19,10 +22,20 @@ type Reader struct {
 	n int64
 }
 
-// NewReader returns a reader over rd whose buffer holds size bytes, the
-// largest head it takes.
-func NewReader(rd io.Reader, size int) *Reader {
-	return &Reader{rd: rd, buf: make([]byte, size)}
+// NewReader returns a reader over rd that takes heads of up to max bytes.
+func NewReader(rd io.Reader, max int) *Reader {
+	return &Reader{rd: rd, buf: make([]byte, min(max, initialBuffer)), max: max}
+}
+
+// initialBuffer is the buffer a Reader starts with: most heads fit.
+const initialBuffer = 4 << 10
+
+// Shrink returns a buffer grown for a large head to its initial size, when
+// nothing is buffered (between messages).
+func (b *Reader) Shrink() {
+	if len(b.buf) > initialBuffer && b.r == b.w {
+		b.buf, b.r, b.w, b.scanned = make([]byte, initialBuffer), 0, 0, 0
+	}
 }
 
 // Buffered is the number of bytes read from the connection and not yet
@@ -51,7 +64,12 @@ func (b *Reader) fill() error {
 		b.w, b.r = n, 0
 	}
 	if b.w == len(b.buf) {
-		return ErrHeadTooLarge
+		if len(b.buf) >= b.max {
+			return ErrHeadTooLarge
+		}
+		grown := make([]byte, min(2*len(b.buf), b.max))
+		copy(grown, b.buf[:b.w])
+		b.buf = grown
 	}
 	for range 100 {
 		n, err := b.rd.Read(b.buf[b.w:])

@@ -140,6 +140,9 @@ func (r *Request) frame() error {
 			if hosts++; hosts > 1 {
 				return badRequest("more than one Host field")
 			}
+			if !ValidHost(f.Value) {
+				return badRequest("invalid Host field")
+			}
 			r.Host = f.Value
 		case KindContentLength:
 			n, err := contentLength(f.Value, r.ContentLength)
@@ -287,7 +290,7 @@ func parseFields(p []byte, fields []Field) ([]Field, error) {
 			}
 		}
 		k := KindOf(name)
-		hop := k.hopByHop() || (underscore && claimsForwarding(name))
+		hop := k.hopByHop() || (underscore && underscoreAlias(name))
 		fields = append(fields, Field{Name: name, Value: value, Kind: k, Hop: hop})
 	}
 }
@@ -308,11 +311,13 @@ func (r *Request) SetHost(v []byte) {
 	r.Fields = append(r.Fields, Field{Name: []byte("Host"), Value: v, Kind: KindHost})
 }
 
-// claimsForwarding reports a name with underscores that reads as a
-// forwarding field with dashes (X_Forwarded_For): many servers (CGI, WSGI,
-// Rack) turn both into the same variable, so such a field would pass a
-// client's claim on beside the one the proxy sets. It is not forwarded.
-func claimsForwarding(name []byte) bool {
+// underscoreAlias reports a name with underscores that reads as a field
+// the proxy knows when they are dashes (X_Forwarded_For, Transfer_Encoding,
+// Content_Length): many servers (CGI, WSGI, Rack) turn both spellings into
+// the same variable, so such a field would pass a client's forwarding claim
+// on beside the proxy's own, or frame a body differently from the proxy
+// (request smuggling). It is not forwarded.
+func underscoreAlias(name []byte) bool {
 	var b [24]byte
 	if len(name) > len(b) {
 		return false
@@ -323,9 +328,13 @@ func claimsForwarding(name []byte) bool {
 		}
 		b[i] = c
 	}
-	switch KindOf(b[:len(name)]) {
-	case KindForwarded, KindXForwardedFor, KindXForwardedHost, KindXForwardedProto, KindXRealIP:
-		return true
+	return KindOf(b[:len(name)]) != KindOther
+}
+
+// trimHead drops the head copy when it holds over max bytes (the request's
+// slices point into it: call it only once the request is done with).
+func (r *Request) trimHead(max int) {
+	if cap(r.head) > max {
+		r.head = nil
 	}
-	return false
 }

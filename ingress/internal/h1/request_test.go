@@ -93,6 +93,8 @@ func TestReadRequest_Refused(t *testing.T) {
 		{"NUL in a value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400},
 		{"DEL in a value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n\r\n", 400},
 		{"two Host fields", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+		{"invalid Host", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400},
+		{"Host with userinfo", "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", 400},
 		{"CL and TE", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
 		{"differing CLs", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400},
 		{"differing CLs in a list", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 4\r\n\r\nabcd", 400},

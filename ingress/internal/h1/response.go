@@ -157,7 +157,7 @@ func (b *Reader) ReadResponseBody(r *Response, head bool, max int) error {
 	case r.Chunked:
 		r.Body, err = b.readChunked(r.Body, max)
 	case r.ContentLength >= 0:
-		r.Body, err = b.readLength(r.Body, r.ContentLength, max)
+		r.Body, err = b.readLength(r.Body, r.ContentLength, max, true)
 	default: // the body ends with the connection
 		r.Close = true
 		r.Body, err = b.readToEOF(r.Body, max)
@@ -317,4 +317,12 @@ func StatusText(code int) string {
 		return "Gateway Timeout"
 	}
 	return ""
+}
+
+// trimHead drops the head copy when it holds over max bytes (the answer's
+// slices point into it: call it only once the answer is written).
+func (r *Response) trimHead(max int) {
+	if cap(r.head) > max {
+		r.head = nil
+	}
 }

@@ -212,7 +212,10 @@ func deadline(now time.Time, d time.Duration) time.Time {
 
 // retainLimit is the largest buffer a connection keeps between requests;
 // a larger one (a big body) is dropped so an idle connection holds little.
-const retainLimit = 32 << 10
+const retainLimit = 16 << 10
+
+// retainHead is the largest head copy a connection keeps between requests.
+const retainHead = 4 << 10
 
 var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -224,10 +227,13 @@ func (s *Server) serve(c *conn) {
 		c.x.Remote = a.AddrPort()
 	}
 	x := &c.x
-	for {
+	for answered := false; ; answered = true {
 		// Wait for the next request's first byte, idle.
 		c.state.Store(stateIdle)
 		if s.shutdown.Load() {
+			if answered {
+				lingerClose(c.nc) // the client may have pipelined more
+			}
 			return
 		}
 		if c.br.Buffered() == 0 {
@@ -251,8 +257,11 @@ func (s *Server) serve(c *conn) {
 		s.Handler(x)
 		closing := x.Req.Close || s.shutdown.Load()
 		if err := s.answer(c, closing); err != nil || closing {
-			if err == nil && c.br.Buffered() > 0 {
-				lingerClose(c.nc) // pipelined requests unread: no reset under the answer
+			if err == nil {
+				// Requests the client pipelined may be unread, in the buffer
+				// or still in the socket: closing over them would reset the
+				// connection and could cut the answer short.
+				lingerClose(c.nc)
 			}
 			return
 		}
@@ -347,9 +356,13 @@ func (s *Server) write(c *conn, b []byte) error {
 	return err
 }
 
-// trim drops buffers a large message left behind.
+// trim drops buffers a large message left behind, so an idle connection
+// holds little.
 func (c *conn) trim() {
+	c.br.Shrink()
 	x := &c.x
+	x.Req.trimHead(retainHead)
+	x.Resp.trimHead(retainHead)
 	if cap(x.Req.Body) > retainLimit {
 		x.Req.Body = nil
 	}

@@ -323,3 +323,66 @@ func TestServer_ShutdownDeadline(t *testing.T) {
 		t.Fatal("a connection outlived Shutdown's deadline")
 	}
 }
+
+// A connection that carried a large head and large bodies keeps small
+// buffers once it waits for its next request: idle keep-alive connections
+// do not hold what one request needed.
+func TestServer_IdleConnectionHoldsLittle(t *testing.T) {
+	ts, _ := startServer(t, func(s *Server) { s.MaxHeadSize = 16 << 10; s.MaxBodySize = 1 << 20 })
+	c, br := dial(t, ts.addr)
+	body := strings.Repeat("b", 100<<10)
+	_, _ = io.WriteString(c, "POST /p HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("h", 10<<10)+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	if a := readAnswer(t, br, false); a.status != 200 {
+		t.Fatalf("%+v", a)
+	}
+	var held int
+	end := time.Now().Add(wait)
+	for {
+		ts.Server.mu.Lock()
+		for k := range ts.conns {
+			if k.state.Load() == stateIdle {
+				held = len(k.br.buf) + cap(k.x.Req.head) + cap(k.x.Req.Body) + cap(k.x.Resp.head) + cap(k.x.Resp.Body) + cap(k.x.Out) + cap(k.wbuf)
+			}
+		}
+		ts.Server.mu.Unlock()
+		if held > 0 || time.Now().After(end) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if held == 0 || held > 16<<10 {
+		t.Fatalf("an idle connection holds %d bytes of buffers after a 10 KiB head and a 100 KiB body", held)
+	}
+}
+
+// Closing after an answer lingers: a request pipelined behind a body read
+// straight from the socket is unread when the connection closes, and a
+// plain close would reset the connection and drop what of the answer the
+// client had not read yet.
+func TestServer_CloseAfterAnAnswerLingers(t *testing.T) {
+	ts, _ := startServer(t, func(s *Server) { s.MaxBodySize = 1 << 20 })
+	c, _ := dial(t, ts.addr)
+	body := strings.Repeat("b", 300<<10)
+	if _, err := io.WriteString(c, "POST /p HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body+
+		"GET /second HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Read nothing until the server is done with the connection.
+	end := time.Now().Add(wait)
+	for {
+		ts.Server.mu.Lock()
+		n := len(ts.conns)
+		ts.Server.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the server kept the connection")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out, err := io.ReadAll(c)
+	if err != nil || !strings.HasSuffix(string(out), "POST /p "+body) {
+		t.Fatalf("read %d bytes, %v; want the whole answer, then EOF", len(out), err)
+	}
+}

@@ -33,14 +33,11 @@ func (b *Reader) readLength(dst []byte, n int64, limit int, last bool) ([]byte, 
 		bound = end
 	}
 	m := min(b.w-b.r, int(n))
+	dst = growBody(dst, m, bound)
 	dst = append(dst, b.buf[b.r:b.r+m]...)
 	b.r += m
 	for stalls := 0; len(dst) < end; {
-		if len(dst) == cap(dst) {
-			grown := make([]byte, len(dst), max(end, min(bound, max(2*cap(dst), len(dst)+minGrowth))))
-			copy(grown, dst)
-			dst = grown
-		}
+		dst = growBody(dst, 1, bound)
 		k, err := b.rd.Read(dst[len(dst):min(cap(dst), end)])
 		dst = dst[:len(dst)+k]
 		b.n += int64(k)
@@ -65,6 +62,18 @@ func (b *Reader) readLength(dst []byte, n int64, limit int, last bool) ([]byte, 
 
 // minGrowth is the least a body buffer grows by.
 const minGrowth = 64 << 10
+
+// growBody makes room in dst for need more bytes when it has less: twice
+// its capacity, at least minGrowth more, never past bound (need fits under
+// it), so memory follows the bytes that came, not the length declared.
+func growBody(dst []byte, need, bound int) []byte {
+	if cap(dst)-len(dst) >= need {
+		return dst
+	}
+	grown := make([]byte, len(dst), min(bound, max(2*cap(dst), len(dst)+max(need, minGrowth))))
+	copy(grown, dst)
+	return grown
+}
 
 // readChunked appends a chunked body (RFC 9112 §7.1), de-chunked, to dst.
 // Chunk extensions are skipped; the trailer section is read and dropped

@@ -48,21 +48,29 @@ func TestReadChunked_ManySmallChunksGrowLinearly(t *testing.T) {
 // A Content-Length is not taken on trust: a head that declares 32 MiB and
 // sends 10 bytes makes no 32 MiB buffer.
 func TestReadLength_MemoryFollowsTheBytes(t *testing.T) {
-	in := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 33554432\r\n\r\n0123456789"
-	var r Request
-	var err error
-	n := allocated(func() {
-		br := NewReader(strings.NewReader(in), 1024)
-		if err = br.ReadRequestHead(&r); err == nil {
-			err = br.ReadRequestBody(&r, 32<<20)
+	for _, in := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 33554432\r\n\r\n0123456789",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 33554432\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 33554432\r\n\r\n" + strings.Repeat("a", 900),
+		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1fffff0\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1fffff0\r\nabc",
+	} {
+		var r Request
+		var err error
+		n := allocated(func() {
+			br := NewReader(strings.NewReader(in), 1024)
+			if err = br.ReadRequestHead(&r); err == nil {
+				err = br.ReadRequestBody(&r, 32<<20)
+			}
+		})
+		if err != io.ErrUnexpectedEOF {
+			t.Fatalf("%.60q: err %v, want io.ErrUnexpectedEOF", in, err)
 		}
-	})
-	if err != io.ErrUnexpectedEOF {
-		t.Fatalf("err %v, want io.ErrUnexpectedEOF", err)
+		if n > 4<<20 {
+			t.Fatalf("%.60q: a head declaring 32 MiB with %d bytes sent allocated %d bytes", in, len(r.Body), n)
+		}
 	}
-	if n > 4<<20 {
-		t.Fatalf("a head declaring 32 MiB with 10 bytes sent allocated %d bytes", n)
-	}
+	var r Request
 	// A whole large body still arrives intact, through reads of any size.
 	body := bytes.Repeat([]byte("0123456789abcdef"), 40000)
 	br := NewReader(&oneByteThenAll{s: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 640000\r\n\r\n" + string(body)}, 1024)
@@ -171,5 +179,15 @@ func TestReadChunked_TinyChunksAfterALargeOneArrivingApart(t *testing.T) {
 	}
 	if n > 40<<20 {
 		t.Fatalf("a 4 MiB body and 200 tiny chunks allocated %d bytes", n)
+	}
+}
+
+// A body at the limit, in chunks, keeps its buffer within the limit.
+func TestReadChunked_BufferWithinTheLimit(t *testing.T) {
+	const limit = 128 << 10
+	raw := "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1ffff\r\n" + strings.Repeat("a", limit-1) + "\r\n1\r\nb\r\n0\r\n\r\n"
+	r, err := readRequest(t, raw, limit)
+	if err != nil || len(r.Body) != limit || cap(r.Body) > limit {
+		t.Fatalf("body %d bytes in a buffer of %d (limit %d), %v", len(r.Body), cap(r.Body), limit, err)
 	}
 }

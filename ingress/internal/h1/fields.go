@@ -1,6 +1,10 @@
 package h1
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+)
 
 // Field is one header field as received: its name in the sender's case and
 // its value without the surrounding whitespace. Both are slices of the
@@ -263,72 +267,66 @@ func parseUint(b []byte) (int64, bool) {
 func ParseUint(b []byte) (int64, bool) { return parseUint(b) }
 
 // ValidHost reports whether v is a host and optional port as a Host field
-// or an authority carries them (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP
-// literal in brackets, or a name of the bytes a URI host may hold, then
-// ":" and digits. Empty is valid (the caller decides whether a host is
-// needed). A Host field that is not valid is answered 400 (RFC 9112 §3.2).
+// or an authority carries them (RFC 9110 §7.2): an IPv6 address in
+// brackets, or a name of letters, digits, "-", ".", "_" and "~" (an IPv4
+// address among them), then optionally ":" and a port of 1 to 5 digits up
+// to 65535. Stricter than RFC 3986's reg-name on purpose: no
+// percent-encoding, sub-delims (a comma), IPvFuture or zone, which a router
+// and a backend could read differently. Empty is valid (the caller decides
+// whether a host is needed). A Host field that is not valid is answered
+// 400 (RFC 9112 §3.2).
 func ValidHost(v []byte) bool {
-	host := v
-	if len(v) > 0 && v[0] == '[' {
-		end := -1
-		for i, c := range v {
-			if c == ']' {
-				end = i
-				break
-			}
-		}
-		if end < 2 {
-			return false
-		}
-		for _, c := range v[1:end] {
-			if !(isHex(c) || c == ':' || c == '.' || c == '%' || isUnreserved(c)) {
-				return false
-			}
-		}
-		host, v = nil, v[end+1:]
-	} else {
-		for i, c := range v {
-			if c == ':' {
-				host, v = v[:i], v[i:]
-				goto port
-			}
-		}
-		host, v = v, nil
-	}
-port:
-	for _, c := range host {
-		if !isUnreserved(c) && c != '%' && !isSubDelim(c) {
-			return false
-		}
-	}
 	if len(v) == 0 {
 		return true
 	}
-	if v[0] != ':' {
+	var port []byte
+	hasPort := false
+	if v[0] == '[' {
+		end := bytes.IndexByte(v, ']')
+		if end < 0 {
+			return false
+		}
+		a, err := netip.ParseAddr(string(v[1:end]))
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return false
+		}
+		if rest := v[end+1:]; len(rest) > 0 {
+			if rest[0] != ':' {
+				return false
+			}
+			port, hasPort = rest[1:], true
+		}
+	} else {
+		host := v
+		if i := bytes.IndexByte(v, ':'); i >= 0 {
+			host, port, hasPort = v[:i], v[i+1:], true
+		}
+		if len(host) == 0 {
+			return false
+		}
+		for _, c := range host {
+			if !isUnreserved(c) {
+				return false
+			}
+		}
+	}
+	if !hasPort {
+		return true
+	}
+	if len(port) == 0 || len(port) > 5 {
 		return false
 	}
-	for _, c := range v[1:] {
+	n := 0
+	for _, c := range port {
 		if c < '0' || c > '9' {
 			return false
 		}
+		n = n*10 + int(c-'0')
 	}
-	return true
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	return n <= 65535
 }
 
 // isUnreserved: ALPHA, DIGIT, "-", ".", "_", "~" (RFC 3986 §2.3).
 func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
-}
-
-// isSubDelim: the sub-delims a registered name may hold (RFC 3986 §2.2).
-func isSubDelim(c byte) bool {
-	switch c {
-	case '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=':
-		return true
-	}
-	return false
 }

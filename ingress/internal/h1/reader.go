@@ -20,6 +20,8 @@ type Reader struct {
 	scanned int
 	// n counts the bytes taken from rd since the last Mark.
 	n int64
+	// lastHead is the length of the last head read.
+	lastHead int
 }
 
 // NewReader returns a reader over rd that takes heads of up to max bytes.
@@ -31,9 +33,11 @@ func NewReader(rd io.Reader, max int) *Reader {
 const initialBuffer = 4 << 10
 
 // Shrink returns a buffer grown for a large head to its initial size, when
-// nothing is buffered (between messages).
+// nothing is buffered (between messages) and the last head fitted in that:
+// a client whose heads are all large (big cookies) keeps the larger buffer
+// rather than growing it again for every request.
 func (b *Reader) Shrink() {
-	if len(b.buf) > initialBuffer && b.r == b.w {
+	if len(b.buf) > initialBuffer && b.r == b.w && b.lastHead <= initialBuffer {
 		b.buf, b.r, b.w, b.scanned = make([]byte, initialBuffer), 0, 0, 0
 	}
 }
@@ -101,6 +105,7 @@ func (b *Reader) head() ([]byte, error) {
 			h := b.buf[b.r : b.r+end]
 			b.r += end
 			b.scanned = 0
+			b.lastHead = end
 			return h, nil
 		}
 		if err := b.fill(); err != nil {

@@ -331,10 +331,12 @@ func underscoreAlias(name []byte) bool {
 	return KindOf(b[:len(name)]) != KindOther
 }
 
-// trimHead drops the head copy when it holds over max bytes (the request's
-// slices point into it: call it only once the request is done with).
+// trimHead drops a head copy grown over max bytes by an earlier request
+// when the last one fitted in max, and with it everything that points into
+// it (call it only once the request is done with).
 func (r *Request) trimHead(max int) {
-	if cap(r.head) > max {
-		r.head = nil
+	if cap(r.head) > max && len(r.head) <= max {
+		clear(r.Fields[:cap(r.Fields)])
+		*r = Request{Fields: r.Fields[:0], Body: r.Body[:0]}
 	}
 }

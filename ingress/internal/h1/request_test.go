@@ -226,3 +226,33 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+// A head copy grown by a large request is dropped once a small one has
+// followed, and nothing of the request points into it any more (fields
+// kept in the reused list would keep it alive); after a large one it is
+// kept for the next.
+func TestRequest_TrimHead(t *testing.T) {
+	big := "GET /big HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("h", 10<<10) + "\r\n\r\n"
+	small := "GET /small HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\n"
+	br := NewReader(strings.NewReader(big+small), 16<<10)
+	var r Request
+	if err := br.ReadRequestHead(&r); err != nil {
+		t.Fatal(err)
+	}
+	r.trimHead(4 << 10)
+	if r.head == nil || string(r.Target) != "/big" {
+		t.Fatal("the head of a large request was dropped while its request is the last")
+	}
+	if err := br.ReadRequestHead(&r); err != nil {
+		t.Fatal(err)
+	}
+	r.trimHead(4 << 10)
+	if r.head != nil || r.Method != nil || r.Target != nil || r.Host != nil {
+		t.Fatalf("after a small request: head %d bytes, method %q, target %q, host %q", cap(r.head), r.Method, r.Target, r.Host)
+	}
+	for _, f := range r.Fields[:cap(r.Fields)] {
+		if f.Name != nil || f.Value != nil {
+			t.Fatal("the field list still points into the dropped head")
+		}
+	}
+}

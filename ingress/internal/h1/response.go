@@ -319,10 +319,12 @@ func StatusText(code int) string {
 	return ""
 }
 
-// trimHead drops the head copy when it holds over max bytes (the answer's
-// slices point into it: call it only once the answer is written).
+// trimHead drops a head copy grown over max bytes by an earlier answer
+// when the last one fitted in max, and with it everything that points into
+// it (call it only once the answer is written).
 func (r *Response) trimHead(max int) {
-	if cap(r.head) > max {
-		r.head = nil
+	if cap(r.head) > max && len(r.head) <= max {
+		clear(r.Fields[:cap(r.Fields)])
+		*r = Response{Fields: r.Fields[:0], Body: r.Body[:0]}
 	}
 }

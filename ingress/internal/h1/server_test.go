@@ -324,14 +324,19 @@ func TestServer_ShutdownDeadline(t *testing.T) {
 	}
 }
 
-// A connection that carried a large head and large bodies keeps small
-// buffers once it waits for its next request: idle keep-alive connections
-// do not hold what one request needed.
+// A connection that carried a large head and large bodies, then a small
+// request, keeps small buffers once it waits for its next request: idle
+// keep-alive connections do not hold what one request needed.
 func TestServer_IdleConnectionHoldsLittle(t *testing.T) {
 	ts, _ := startServer(t, func(s *Server) { s.MaxHeadSize = 16 << 10; s.MaxBodySize = 1 << 20 })
 	c, br := dial(t, ts.addr)
 	body := strings.Repeat("b", 100<<10)
 	_, _ = io.WriteString(c, "POST /p HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("h", 10<<10)+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	if a := readAnswer(t, br, false); a.status != 200 {
+		t.Fatalf("%+v", a)
+	}
+	// A small request next: what the large one needed is let go.
+	_, _ = io.WriteString(c, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
 	if a := readAnswer(t, br, false); a.status != 200 {
 		t.Fatalf("%+v", a)
 	}

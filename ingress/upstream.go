@@ -246,6 +246,7 @@ func (u *upstreams) put(h *hostConns, c *upstreamConn, now time.Time) {
 		return
 	}
 	c.idleSince = now
+	c.br.Shrink() // a buffer grown for one large answer head is let go
 	h.mu.Lock()
 	if h.gone || len(h.idle) >= u.maxIdlePerHost {
 		h.mu.Unlock()

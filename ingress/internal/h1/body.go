@@ -33,11 +33,11 @@ func (b *Reader) readLength(dst []byte, n int64, limit int, last bool) ([]byte, 
 		bound = end
 	}
 	m := min(b.w-b.r, int(n))
-	dst = growBody(dst, m, bound)
+	dst = growBody(dst, m, bound, 0)
 	dst = append(dst, b.buf[b.r:b.r+m]...)
 	b.r += m
 	for stalls := 0; len(dst) < end; {
-		dst = growBody(dst, 1, bound)
+		dst = growBody(dst, 1, bound, minGrowth)
 		k, err := b.rd.Read(dst[len(dst):min(cap(dst), end)])
 		dst = dst[:len(dst)+k]
 		b.n += int64(k)
@@ -60,17 +60,18 @@ func (b *Reader) readLength(dst []byte, n int64, limit int, last bool) ([]byte, 
 	return dst, nil
 }
 
-// minGrowth is the least a body buffer grows by.
+// minGrowth is the least a body buffer grows by before a read from the
+// connection: reads of a large body are not made small.
 const minGrowth = 64 << 10
 
 // growBody makes room in dst for need more bytes when it has less: twice
-// its capacity, at least minGrowth more, never past bound (need fits under
+// its capacity, at least floor more, never past bound (need fits under
 // it), so memory follows the bytes that came, not the length declared.
-func growBody(dst []byte, need, bound int) []byte {
+func growBody(dst []byte, need, bound, floor int) []byte {
 	if cap(dst)-len(dst) >= need {
 		return dst
 	}
-	grown := make([]byte, len(dst), min(bound, max(2*cap(dst), len(dst)+max(need, minGrowth))))
+	grown := make([]byte, len(dst), min(bound, max(2*cap(dst), len(dst)+max(need, floor))))
 	copy(grown, dst)
 	return grown
 }

@@ -191,3 +191,18 @@ func TestReadChunked_BufferWithinTheLimit(t *testing.T) {
 		t.Fatalf("body %d bytes in a buffer of %d (limit %d), %v", len(r.Body), cap(r.Body), limit, err)
 	}
 }
+
+// A small chunked body whose chunk came whole gets a buffer its size, not
+// the 64 KiB a read from the connection reserves; an unframed answer's
+// buffer stays within the limit.
+func TestBodyBuffers_SmallStaysSmall(t *testing.T) {
+	r, err := readRequest(t, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 32<<20)
+	if err != nil || string(r.Body) != "hello" || cap(r.Body) > 1024 {
+		t.Fatalf("body %q in a buffer of %d, %v", r.Body, cap(r.Body), err)
+	}
+	const limit = 1 << 20
+	resp, _, err := readResponse(t, "HTTP/1.1 200 OK\r\n\r\n"+strings.Repeat("a", limit), false, limit)
+	if err != nil || len(resp.Body) != limit || cap(resp.Body) > limit+1 {
+		t.Fatalf("an unframed body of %d bytes in a buffer of %d (limit %d), %v", len(resp.Body), cap(resp.Body), limit, err)
+	}
+}

@@ -171,17 +171,15 @@ func (b *Reader) line() ([]byte, error) {
 // readToEOF appends to dst what the connection sends until it closes, at
 // most max bytes in all: ErrBodyTooLarge past that.
 func (b *Reader) readToEOF(dst []byte, max int) ([]byte, error) {
+	if b.w-b.r > max-len(dst) {
+		return append(dst, b.buf[b.r:b.r+max-len(dst)+1]...), ErrBodyTooLarge
+	}
+	dst = growBody(dst, b.w-b.r, max+1, 0)
 	dst = append(dst, b.buf[b.r:b.w]...)
 	b.r = b.w
-	if len(dst) > max {
-		return dst, ErrBodyTooLarge
-	}
 	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
-		}
-		room := min(cap(dst), max+1)
-		m, err := b.rd.Read(dst[len(dst):room])
+		dst = growBody(dst, 1, max+1, initialBuffer)
+		m, err := b.rd.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+m]
 		b.n += int64(m)
 		if len(dst) > max {

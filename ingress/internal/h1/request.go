@@ -72,6 +72,9 @@ func StatusOf(err error) int {
 func (b *Reader) ReadRequestHead(r *Request) error {
 	h, err := b.head()
 	if err != nil {
+		// Nothing of the previous request stands for this one (a refusal
+		// is not framed as the answer to an earlier HEAD).
+		*r = Request{head: r.head[:0], Fields: r.Fields[:0], Body: r.Body[:0], ContentLength: -1}
 		return err
 	}
 	r.head = append(r.head[:0], h...)

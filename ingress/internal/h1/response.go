@@ -174,7 +174,7 @@ func (b *Reader) BodyBuffered(r *Response, head bool) bool {
 
 // Text makes r the proxy's own plain-text answer.
 func (r *Response) Text(code int, body string) {
-	*r = Response{head: r.head, Fields: r.Fields[:0], Body: append(r.Body[:0], body...), ContentLength: int64(len(body)), Minor: 1, Code: code}
+	*r = Response{head: r.head[:0], Fields: r.Fields[:0], Body: append(r.Body[:0], body...), ContentLength: int64(len(body)), Minor: 1, Code: code}
 	r.Fields = append(r.Fields,
 		Field{Name: nameContentType, Value: valueTextPlain},
 		Field{Name: nameNosniff, Value: valueNosniff})

@@ -185,3 +185,17 @@ func TestReader_HeadInPieces(t *testing.T) {
 		t.Fatalf("after both: %v, want io.EOF", err)
 	}
 }
+
+// The proxy's own answer lets go of the length of the backend head before
+// it, so a large one is not kept on its account.
+func TestResponse_TextResetsTheHead(t *testing.T) {
+	r, _, err := readResponse(t, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("a", 900)+"\r\nContent-Length: 0\r\n\r\n", false, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Text(502, "502 Bad Gateway\n")
+	r.trimHead(512)
+	if r.head != nil {
+		t.Fatalf("after an own answer, a %d-byte head copy is kept", cap(r.head))
+	}
+}

@@ -391,3 +391,17 @@ func TestServer_CloseAfterAnAnswerLingers(t *testing.T) {
 		t.Fatalf("read %d bytes, %v; want the whole answer, then EOF", len(out), err)
 	}
 }
+
+// A request refused before its head is read is not framed as the answer to
+// the HEAD before it: the refusal carries its body.
+func TestServer_RefusalAfterAHEADHasItsBody(t *testing.T) {
+	ts, _ := startServer(t, nil)
+	c, br := dial(t, ts.addr)
+	_, _ = io.WriteString(c, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /"+strings.Repeat("a", 2000)+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	if a := readAnswer(t, br, true); a.status != 200 {
+		t.Fatalf("HEAD: %+v", a)
+	}
+	if a := readAnswer(t, br, false); a.status != 400 || a.body != "refused\n" {
+		t.Fatalf("the head over the limit after a HEAD: %+v, want 400 with its body", a)
+	}
+}

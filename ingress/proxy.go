@@ -141,7 +141,7 @@ func requestPath(req *h1.Request) (string, bool) {
 			target = append([]byte{'/'}, target...)
 		}
 		req.SetHost(authority)
-		req.SetTarget(target)
+		req.Target = target
 		uri = req.Target
 	}
 	if q := bytes.IndexByte(uri, '?'); q >= 0 {
@@ -214,9 +214,9 @@ func (rs *routeState) forward(x *h1.Exchange) {
 
 // retryable: an attempt that may go to another endpoint. A failed dial sent
 // nothing, so any request may (the body is in memory). With wider
-// (--retry) also an idempotent request whose exchange failed before the
-// response headers for any reason but a timeout (a 504 retried would double
-// a long wait).
+// (--retry) also an idempotent request whose connection broke before the
+// response headers (closed, reset): not a timeout (a 504 retried would
+// double a long wait), nor an answer that came and was refused.
 func retryable(req *h1.Request, err error, wider bool) bool {
 	var ue *upstreamError
 	if !errors.As(err, &ue) {

@@ -246,9 +246,9 @@ func markConnectionTokens(fields []Field) (close, keepAlive bool, err error) {
 	return close, keepAlive, nil
 }
 
-// parseUint parses a decimal number of at most 18 digits (no sign, no
+// ParseUint parses a decimal number of at most 18 digits (no sign, no
 // space); false for anything else.
-func parseUint(b []byte) (int64, bool) {
+func ParseUint(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 18 {
 		return 0, false
 	}
@@ -261,10 +261,6 @@ func parseUint(b []byte) (int64, bool) {
 	}
 	return n, true
 }
-
-// ParseUint is parseUint for callers outside the package (feedback
-// headers).
-func ParseUint(b []byte) (int64, bool) { return parseUint(b) }
 
 // ValidHost reports whether v is a host and optional port as a Host field
 // or an authority carries them (RFC 9110 §7.2): an IPv6 address in

@@ -107,7 +107,7 @@ func rewrite(r *Request) []byte {
 		if f.Kind == KindContentLength || f.Kind == KindTransferEncoding {
 			continue
 		}
-		b = appendField(b, f.Name, f.Value)
+		b = AppendField(b, f.Name, f.Value)
 		n++
 	}
 	if r.HasBody {

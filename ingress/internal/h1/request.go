@@ -215,7 +215,7 @@ func contentLength(v []byte, prev int64) (int64, error) {
 	count := 0
 	eachToken(v, func(tok []byte) {
 		count++
-		m, ok := parseUint(tok)
+		m, ok := ParseUint(tok)
 		switch {
 		case err != nil:
 		case !ok:
@@ -297,10 +297,6 @@ func parseFields(p []byte, fields []Field) ([]Field, error) {
 		fields = append(fields, Field{Name: name, Value: value, Kind: k, Hop: hop})
 	}
 }
-
-// SetTarget replaces the request target (after the head was parsed), as
-// for an absolute-form target rewritten to origin form.
-func (r *Request) SetTarget(t []byte) { r.Target = t }
 
 // SetHost replaces the Host field's value, or adds a Host field.
 func (r *Request) SetHost(v []byte) {

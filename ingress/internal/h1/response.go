@@ -219,7 +219,7 @@ func AppendResponseHead(dst []byte, r *Response, head, closing, keepAlive10 bool
 		if f.Hop || f.Kind == KindContentLength || f.Kind == KindTransferEncoding {
 			continue
 		}
-		dst = appendField(dst, f.Name, f.Value)
+		dst = AppendField(dst, f.Name, f.Value)
 	}
 	switch {
 	case r.Code < 200 || r.Code == 204:
@@ -247,15 +247,13 @@ func AppendResponseHead(dst []byte, r *Response, head, closing, keepAlive10 bool
 // head), is sent with its body.
 func (r *Response) HasBody(head bool) bool { return !bodiless(r.Code, head) }
 
-func appendField(dst, name, value []byte) []byte {
+// AppendField appends one field line.
+func AppendField(dst, name, value []byte) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, ": "...)
 	dst = append(dst, value...)
 	return append(dst, "\r\n"...)
 }
-
-// AppendField appends one field line.
-func AppendField(dst, name, value []byte) []byte { return appendField(dst, name, value) }
 
 // StatusText is the reason phrase of the codes the proxy answers with
 // itself, and of common ones a backend may leave without a phrase.

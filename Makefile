@@ -36,7 +36,7 @@ lint:
 	cd backend && $(CARGO) fmt --check && $(CARGO) clippy --quiet -- -D warnings
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./loadbalancer/ ./ingress/... ./campaign/load/
+	$(GO) test -run '^$$' -bench . -benchmem ./loadbalancer/ ./ingress/... ./load/
 
 # Direct, nginx and the ingress (round-robin, prequal) side by side on
 # loopback; needs nginx and wrk. BENCH_PROXY_ARGS: ROUNDS DURATION CONNECTIONS RATE RATE_DURATION.

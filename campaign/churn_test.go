@@ -10,10 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // scalingEnv is a fakeEnv that can scale, and logs scalings and snapshots

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 // FailedDir, in a campaign directory, keeps the failed attempts of runs

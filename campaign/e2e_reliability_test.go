@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
 )

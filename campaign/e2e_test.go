@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign"
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 	"github.com/prequalbench/prequalbench/internal/testbackend"

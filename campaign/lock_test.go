@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 // A --resume of a directory that is not a campaign's (a typo naming

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // Plan orders reps × algorithms. With shuffle every rep runs the algorithms

@@ -2,7 +2,7 @@
 // interleaved plan of reps × algorithms, drives an environment through the
 // protocol of each run (set the algorithm, reset and verify, warm up,
 // snapshot, measure, snapshot, cool down) and writes the artifacts that
-// campaign/artifacts defines. A failed run is recorded as failed and the
+// artifacts defines. A failed run is recorded as failed and the
 // campaign goes on; an interrupted campaign keeps every finished run and
 // can be resumed.
 package campaign
@@ -16,9 +16,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // EnvFactory builds the environment for a campaign; dir is the campaign

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // fakeEnv serves the load from an httptest server on loopback and records

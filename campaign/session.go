@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 // startSession records this process's session in c. A resume whose

@@ -8,8 +8,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/reports/stats"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/stats"
 )
 
 // AlgorithmSummary is the median over the valid runs of one algorithm, as

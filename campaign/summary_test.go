@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 func summaryRun(algo, status string, valid bool, goodput, p99 float64, errors uint64) artifacts.Run {

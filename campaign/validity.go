@@ -5,8 +5,8 @@ import (
 	"math"
 	"net/url"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/load"
 )
 
 // Thresholds of a run's validity check (judge). A run that breaks one

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/hostcpu"
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // seriesFromProcStat turns successive synthetic /proc/stat readings (idle

@@ -4,7 +4,7 @@
 # `prequalbench ingress` with round-robin and with prequal, in interleaved
 # rounds (each round starts at the next target). Per target and round:
 #   - saturation: wrk, closed loop (-c CONNECTIONS): rps, p50, p99;
-#   - fixed rate: hack/benchload, open loop at RATE rps: p50, p99 (added
+#   - fixed rate: hack/proxybench, open loop at RATE rps: p50, p99 (added
 #     latency = these minus direct's);
 #   - CPU µs per request of the proxy process and of the backend nginx, from
 #     utime+stime in /proc/PID/stat over each phase;
@@ -31,7 +31,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-go build -o "$work/benchload" ./hack/benchload
+go build -o "$work/proxybench" ./hack/proxybench
 
 # nginx in the foreground, one process (no master), so its pid is the one
 # doing the work. The backend answers {} itself (the cheapest backend there
@@ -131,14 +131,14 @@ for r in $(seq "$rounds"); do
     sat="$rps\t$p50\t$p99\t$(per_req "$p0" "$p1" "$n" "$pid")\t$(per_req "$b0" "$b1" "$n" "$be_pid")\t$ppr"
     # Fixed rate.
     p0=$(cpu "$pid"); b0=$(cpu "$be_pid")
-    IFS=$'\t' read -r fn frate ferr fp50 fp99 < <(timeout 120 "$work/benchload" rate -url "$url" -rate "$rate" -duration "$rdur" -connections "$conns")
+    IFS=$'\t' read -r fn frate ferr fp50 fp99 < <(timeout 120 "$work/proxybench" rate -url "$url" -rate "$rate" -duration "$rdur" -connections "$conns")
     p1=$(cpu "$pid"); b1=$(cpu "$be_pid")
     printf "%s\t%s\t$sat\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$r" "$name" "$fn" "$frate" "$ferr" "$fp50" "$fp99" \
       "$(per_req "$p0" "$p1" "$fn" "$pid")" "$(per_req "$b0" "$b1" "$fn" "$be_pid")" | tee -a "$out"
   done
 done
 echo
-"$work/benchload" summary <"$out"
+"$work/proxybench" summary <"$out"
 # A sanity check on the prequal numbers: their probes must have succeeded.
 for t in "${targets[@]}"; do
   IFS=: read -r name _ _ admin <<<"$t"

@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -34,52 +33,6 @@ type AdminConfig struct {
 
 // maxAdminBody bounds admin request bodies.
 const maxAdminBody = 1 << 20
-
-// Run starts the prober workers, the idle-probe ticker and the sweep of idle
-// backend connections; it returns when ctx ends.
-func (i *Ingress) Run(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		i.prober.Run(ctx)
-	}()
-	// The idle ticker asks every route whose policy probes for the probes
-	// it owes without traffic (Prequal's minimum probe rate, the polling
-	// of wrr and yarp-po2c), whatever the policy. It runs only while some
-	// route's policy probes.
-	period := idleProbeTick(i.opts.Policy)
-	probeTick := time.NewTicker(period)
-	defer probeTick.Stop()
-	if !i.probing.Load() {
-		probeTick.Stop()
-	}
-	// Connections are also checked when taken, so the sweep only bounds
-	// how long an unused one stays open past its idle timeout.
-	sweep := time.NewTicker(max(i.opts.UpstreamIdleTimeout/4, 5*time.Millisecond))
-	defer sweep.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case now := <-probeTick.C:
-			for _, rs := range i.table.Load().routes {
-				rs.idleProbes(now)
-			}
-		case <-i.probingChanged:
-			if i.probing.Load() {
-				probeTick.Reset(period)
-			} else {
-				probeTick.Stop()
-			}
-		case now := <-sweep.C:
-			i.upstreams.closeIdle(now, false)
-		}
-	}
-	<-done
-	i.upstreams.closeIdle(time.Now(), true)
-	return nil
-}
 
 // idleProbeTick is the idle ticker's period: a quarter of the shortest
 // probe interval configured (Prequal's idle probe interval when set, WRR's

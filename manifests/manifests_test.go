@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 )
 

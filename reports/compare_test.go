@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/reports"
 	"github.com/prequalbench/prequalbench/reports/reportstest"
 )

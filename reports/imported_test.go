@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/k6"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/k6"
 	"github.com/prequalbench/prequalbench/reports"
 	"github.com/prequalbench/prequalbench/reports/reportstest"
 )

@@ -6,7 +6,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 // runIssue is one thing a careful reader must know about one run. The

@@ -14,7 +14,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 )
 
@@ -148,7 +148,7 @@ func load(dir string) (*dataset, error) {
 }
 
 // legacyK6ResetDetail marked k6 imports written before Run.Imported
-// (campaign/k6.ResetDetail).
+// (k6.ResetDetail).
 const legacyK6ResetDetail = "imported from k6: reset unknown"
 
 // imported reports whether r was imported (Run.Imported, or the first

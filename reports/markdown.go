@@ -12,7 +12,7 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/prequalbench/prequalbench/reports/stats"
+	"github.com/prequalbench/prequalbench/stats"
 )
 
 // plotCaptions names every plot the report can link, in display order.

@@ -2,7 +2,7 @@
 // and SVG plots, byte for byte reproducibly: the same artifacts give the
 // same bytes. It also checks a committed report against its artifacts,
 // compares two campaigns for regressions and exports the aggregated
-// numbers as JSON. The statistics live in reports/stats, free of I/O.
+// numbers as JSON. The statistics live in package stats, free of I/O.
 package reports
 
 import (
@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 

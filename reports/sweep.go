@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // SweepResult is one swept parameter: the headline metrics of each of its

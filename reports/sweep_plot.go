@@ -16,8 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"sigs.k8s.io/yaml"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // sweepPanelH is the height of one metric's panel in a sweep plot.

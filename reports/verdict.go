@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prequalbench/prequalbench/reports/stats"
+	"github.com/prequalbench/prequalbench/stats"
 )
 
 // Outcomes of a comparison. Only OutcomeBetter names a winner: the

@@ -25,7 +25,7 @@ type client struct {
 
 // Load is what the load generator offers during one Run: open-loop phases
 // or closed-loop users, spread over targets (one per ingress replica and
-// route) by weight, as campaign/load does.
+// route) by weight, as package load does.
 type Load struct {
 	Open      []Phase
 	Users     int
@@ -98,7 +98,7 @@ func (l Load) validate(routes, clients int) error {
 }
 
 // picker chooses a target with probability proportional to its weight
-// (0 counts as 1), drawing one Float64 per request as campaign/load does.
+// (0 counts as 1), drawing one Float64 per request as package load does.
 type picker struct {
 	cum     []float64
 	targets []int32 // policy index of each target
@@ -203,7 +203,7 @@ func (w *World) nextOpen() {
 		w.rec.sendsDone = true
 		return
 	}
-	// As in campaign/load, the warmup is the schedule's first phase and a
+	// As in package load, the warmup is the schedule's first phase and a
 	// send belongs to the phase that scheduled it.
 	var counted int32
 	if lr.l.Warmup == 0 || lr.sched.i > 0 {

@@ -5,11 +5,11 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 // Result is what the load generator measured in one Run, in the units of
-// campaign/load: latencies in µs in histograms with the project's bounds,
+// package load: latencies in µs in histograms with the project's bounds,
 // counters, and one row per second of the window.
 type Result struct {
 	// Model is "open" or "closed"; Users is set for a closed loop.

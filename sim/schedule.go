@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Phase kinds of the open loop, as in campaign/load.
+// Phase kinds of the open loop, as in package load.
 const (
 	KindConstant = "constant"
 	KindRamp     = "ramp"
@@ -26,7 +26,7 @@ type Phase struct {
 }
 
 // schedule yields the intended send times of the open loop in virtual
-// time. As in campaign/load, hit k (1-based) of a phase is due when the
+// time. As in package load, hit k (1-based) of a phase is due when the
 // integral of the phase's rate reaches k; a constant phase uses the load
 // engine's integer interval (vegeta's ConstantPacer), so both send at the
 // same instants.

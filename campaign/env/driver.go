@@ -3,7 +3,7 @@ package env
 import (
 	"context"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/load"
 )
 
 // LoadDriver is implemented by environments that carry the load

@@ -7,7 +7,7 @@ package env
 import (
 	"context"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 )
 

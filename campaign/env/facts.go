@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/internal/buildinfo"
 )
 

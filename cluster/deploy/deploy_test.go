@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/cluster/kubeapply"
 	"github.com/prequalbench/prequalbench/internal/kubetest"
 	"github.com/prequalbench/prequalbench/manifests"
+	"github.com/prequalbench/prequalbench/scenario"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/loadgen"
+	"github.com/prequalbench/prequalbench/load/remote"
 	"github.com/prequalbench/prequalbench/manifests"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +33,7 @@ type LoadgenOptions struct {
 	// Run names the run (a DNS label part); every Job carries it.
 	Run string
 	// Specs is one per generator, shard i at index i.
-	Specs []loadgen.Spec
+	Specs []remote.Spec
 	// Deadline bounds each Job (activeDeadlineSeconds): the lead time,
 	// the warmup, the window and the drain.
 	Deadline time.Duration

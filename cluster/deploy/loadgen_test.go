@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/loadgen"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/load/remote"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -18,7 +18,7 @@ func TestLoadgenJobs(t *testing.T) {
 	cfg := load.Config{Targets: []load.Target{{URL: "http://prequal-ingress.prequalbench-system.svc:8080/work"}},
 		Open: []load.Phase{{Kind: load.KindConstant, Rate: 100, Duration: time.Second}}}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	specs := []loadgen.Spec{loadgen.NewSpec(cfg, 0, 3, start), loadgen.NewSpec(cfg, 1, 3, start), loadgen.NewSpec(cfg, 2, 3, start)}
+	specs := []remote.Spec{remote.NewSpec(cfg, 0, 3, start), remote.NewSpec(cfg, 1, 3, start), remote.NewSpec(cfg, 2, 3, start)}
 	jobs, err := LoadgenJobs(LoadgenOptions{Namespace: "ns", Image: "img:latest", Run: "r1", Specs: specs, Deadline: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestLoadgenJobs(t *testing.T) {
 			t.Errorf("job %d: labels %v", i, j.Spec.Template.Labels)
 		}
 		c := j.Spec.Template.Spec.Containers[0]
-		var s loadgen.Spec
+		var s remote.Spec
 		if err := json.Unmarshal([]byte(c.Env[0].Value), &s); err != nil {
 			t.Fatal(err)
 		}

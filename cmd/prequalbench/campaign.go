@@ -17,9 +17,9 @@ import (
 	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 	"github.com/prequalbench/prequalbench/reports"
+	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )

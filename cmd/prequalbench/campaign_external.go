@@ -11,7 +11,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/env/external"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/promlocal"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // adminAddresser is implemented by environments whose ingress admin

@@ -9,7 +9,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
 	simenv "github.com/prequalbench/prequalbench/campaign/env/sim"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // --env sim: the testbed in virtual time (campaign/env/sim).

@@ -14,11 +14,11 @@ import (
 	kindenv "github.com/prequalbench/prequalbench/campaign/env/kind"
 	"github.com/prequalbench/prequalbench/campaign/env/kube"
 	"github.com/prequalbench/prequalbench/campaign/env/local"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/cluster/kind"
 	"github.com/prequalbench/prequalbench/ingress/kubesource"
 	"github.com/prequalbench/prequalbench/internal/buildinfo"
 	"github.com/prequalbench/prequalbench/manifests"
+	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/spf13/cobra"
 )
 

@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/k6"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/k6"
 	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/spf13/cobra"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/env/kube"
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/loadgen"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/load/remote"
+	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/spf13/cobra"
 )
 
@@ -34,7 +34,7 @@ func newLoadgenCommand() *cobra.Command {
 			if spec == "" {
 				spec = os.Getenv("PREQUALBENCH_LOADGEN_SPEC")
 			}
-			var s loadgen.Spec
+			var s remote.Spec
 			if strings.HasPrefix(spec, "@") {
 				b, err := os.ReadFile(spec[1:])
 				if err != nil {
@@ -46,15 +46,15 @@ func newLoadgenCommand() *cobra.Command {
 				return badInput(fmt.Errorf("--spec: %w", err))
 			}
 			out := cmd.OutOrStdout()
-			rep := loadgen.Report{Shard: s.Shard, Shards: s.Shards}
+			rep := remote.Report{Shard: s.Shard, Shards: s.Shards}
 			res, err := runShard(cmd, s)
 			if err == nil {
-				rep.Result, err = loadgen.Encode(res)
+				rep.Result, err = remote.Encode(res)
 			}
 			if err != nil {
 				rep.Error = err.Error()
 			}
-			if werr := loadgen.WriteReport(out, rep); werr != nil {
+			if werr := remote.WriteReport(out, rep); werr != nil {
 				return werr
 			}
 			return err
@@ -65,7 +65,7 @@ func newLoadgenCommand() *cobra.Command {
 }
 
 // runShard waits for the common start time, then runs the shard.
-func runShard(cmd *cobra.Command, s loadgen.Spec) (*load.Result, error) {
+func runShard(cmd *cobra.Command, s remote.Spec) (*load.Result, error) {
 	cfg := s.Config()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

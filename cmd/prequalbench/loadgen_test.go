@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/loadgen"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/load/remote"
 )
 
 // `loadgen` runs its shard from the common start time and prints a
@@ -20,7 +20,7 @@ func TestLoadgenCommandReport(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	cfg := load.Config{Targets: []load.Target{{URL: srv.URL + "/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 100, Duration: time.Second}}, Seed: 3}
-	spec := loadgen.NewSpec(cfg, 1, 2, time.Now().Add(300*time.Millisecond))
+	spec := remote.NewSpec(cfg, 1, 2, time.Now().Add(300*time.Millisecond))
 	b, _ := json.Marshal(spec)
 	var out bytes.Buffer
 	root := newRootCommand()
@@ -30,7 +30,7 @@ func TestLoadgenCommandReport(t *testing.T) {
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rep, res, err := loadgen.ReadReport(strings.NewReader("some log line\n" + out.String()))
+	rep, res, err := remote.ReadReport(strings.NewReader("some log line\n" + out.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestLoadgenCommandReportsError(t *testing.T) {
 	if err := root.ExecuteContext(context.Background()); err == nil {
 		t.Fatal("an empty spec ran")
 	}
-	if _, _, err := loadgen.ReadReport(&out); err == nil || !strings.Contains(err.Error(), "targets") {
+	if _, _, err := remote.ReadReport(&out); err == nil || !strings.Contains(err.Error(), "targets") {
 		t.Errorf("read report: %v, want the generator's error", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 	"sigs.k8s.io/yaml"
 )
 

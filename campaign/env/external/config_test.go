@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 func write(t *testing.T, body string) string {

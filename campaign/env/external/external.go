@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // Name is the environment's name in campaign.json.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // fakeBackend answers /stats and /reset like a prequalbench backend whose

@@ -8,8 +8,8 @@ import (
 	"fmt"
 
 	"github.com/prequalbench/prequalbench/campaign/env/kube"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	clusterkind "github.com/prequalbench/prequalbench/cluster/kind"
+	"github.com/prequalbench/prequalbench/scenario"
 	"k8s.io/client-go/tools/clientcmd"
 )
 

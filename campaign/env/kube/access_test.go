@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/cluster/kubeapply"
 	"github.com/prequalbench/prequalbench/internal/kubetest"
 	"github.com/prequalbench/prequalbench/manifests"
+	"github.com/prequalbench/prequalbench/scenario"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

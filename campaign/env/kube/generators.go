@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/loadgen"
 	"github.com/prequalbench/prequalbench/cluster/deploy"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/load/remote"
 	"github.com/prequalbench/prequalbench/manifests"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -104,7 +104,7 @@ func inCluster(ts []load.Target, base string) ([]load.Target, error) {
 // shards is cfg as the cluster sees it (every target the Service, the
 // run's total connection cap) and its split into one Spec per generator,
 // all starting at start; an error when the bounds do not split.
-func (g *Generators) shards(cfg load.Config, start time.Time) (load.Config, []loadgen.Spec, error) {
+func (g *Generators) shards(cfg load.Config, start time.Time) (load.Config, []remote.Spec, error) {
 	if cfg.MaxConnections > 0 {
 		// The cap is per address, and in the cluster every target is the
 		// one Service address: keep the total the runner meant, exactly
@@ -115,7 +115,7 @@ func (g *Generators) shards(cfg load.Config, start time.Time) (load.Config, []lo
 			cfg.MaxConnections *= max(load.DistinctAddrs(cfg.Targets), 1)
 		}
 	}
-	if err := loadgen.CheckSplit(cfg, g.Count); err != nil {
+	if err := remote.CheckSplit(cfg, g.Count); err != nil {
 		return cfg, nil, fmt.Errorf("kube: generators: %w", err)
 	}
 	targets, err := inCluster(cfg.Targets, g.ProxyURL)
@@ -123,9 +123,9 @@ func (g *Generators) shards(cfg load.Config, start time.Time) (load.Config, []lo
 		return cfg, nil, err
 	}
 	cfg.Targets = targets
-	var specs []loadgen.Spec
+	var specs []remote.Spec
 	for i := range g.Count {
-		specs = append(specs, loadgen.NewSpec(cfg, i, g.Count, start))
+		specs = append(specs, remote.NewSpec(cfg, i, g.Count, start))
 	}
 	return cfg, specs, nil
 }
@@ -208,7 +208,7 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 		if err != nil {
 			return nil, fmt.Errorf("kube: generator %d log: %w", shard, err)
 		}
-		rep, res, err := loadgen.ReadReport(rc)
+		rep, res, err := remote.ReadReport(rc)
 		rc.Close()
 		if err != nil {
 			return nil, fmt.Errorf("kube: generator %d (pod %s): %w", shard, pod, err)

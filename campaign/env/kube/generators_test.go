@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/loadgen"
 	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/internal/kubetest"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/load/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -51,7 +51,7 @@ func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Int
 			s.seen[j.Name] = true
 			s.jobs.Add(1)
 			c := j.Spec.Template.Spec.Containers[0]
-			var spec loadgen.Spec
+			var spec remote.Spec
 			if err := json.Unmarshal([]byte(c.Env[0].Value), &spec); err != nil {
 				t.Errorf("job %s: spec: %v", j.Name, err)
 				continue
@@ -69,17 +69,17 @@ func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Int
 			go func() {
 				defer wg.Done()
 				time.Sleep(time.Until(spec.StartAt))
-				rep := loadgen.Report{Shard: spec.Shard, Shards: spec.Shards}
+				rep := remote.Report{Shard: spec.Shard, Shards: spec.Shards}
 				res, err := load.Run(ctx, spec.Config())
 				if err == nil {
-					rep.Result, err = loadgen.Encode(res)
+					rep.Result, err = remote.Encode(res)
 				}
 				if err != nil {
 					rep.Error = err.Error()
 				}
 				var b strings.Builder
 				b.WriteString("loadgen: shard starts\n")
-				_ = loadgen.WriteReport(&b, rep)
+				_ = remote.WriteReport(&b, rep)
 				s.mu.Lock()
 				s.logs[p.Name] = b.String()
 				s.mu.Unlock()

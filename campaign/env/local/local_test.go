@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 func TestFindRepo_WalksUpToTheModule(t *testing.T) {

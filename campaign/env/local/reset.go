@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/prequalbench/prequalbench/campaign/env"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // backendProbe is the backend's /prequal/probe answer.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // ScaleGroup changes the replicas of a backend group. New replicas are

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // ingressBinary builds cmd/prequalbench once per test binary.

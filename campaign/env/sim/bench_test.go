@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // BenchmarkSimPaper90_60s simulates the catalogue's sim-paper-90 testbed

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/scenario"
 	core "github.com/prequalbench/prequalbench/sim"
 )
 

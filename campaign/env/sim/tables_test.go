@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/load"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // runOnce runs one algorithm on s as the campaign runner does (warmup and

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 )
 
 func server(t *testing.T, h http.HandlerFunc) *httptest.Server {

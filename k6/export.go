@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // Tag values of the script's "phase" tag: the summary's window metrics

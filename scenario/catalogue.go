@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,13 +9,17 @@ import (
 	"path"
 	"sort"
 	"strings"
-
-	"github.com/prequalbench/prequalbench/scenarios"
 )
+
+// catalogueFS holds every catalogue scenario, one YAML file per scenario,
+// named <scenario>.yaml.
+//
+//go:embed catalogue/*.yaml
+var catalogueFS embed.FS
 
 // Names lists the catalogue's scenarios, sorted.
 func Names() []string {
-	entries, err := fs.ReadDir(scenarios.FS, ".")
+	entries, err := fs.ReadDir(catalogueFS, "catalogue")
 	if err != nil {
 		return nil
 	}
@@ -30,7 +35,7 @@ func Names() []string {
 
 // Catalogue returns the catalogue scenario called name, parsed.
 func Catalogue(name string) (*Scenario, error) {
-	b, err := fs.ReadFile(scenarios.FS, path.Clean(name)+".yaml")
+	b, err := fs.ReadFile(catalogueFS, "catalogue/"+path.Clean(name)+".yaml")
 	if err != nil {
 		return nil, fmt.Errorf("scenario: no scenario %q in the catalogue; known: %s (or give a path to a YAML file)", name, strings.Join(Names(), ", "))
 	}

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/load"
 )
 
 // Scenario is one benchmark scenario.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/load"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 

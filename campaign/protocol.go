@@ -10,11 +10,11 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/hostcpu"
-	"github.com/prequalbench/prequalbench/campaign/load"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/load"
 )
 
 // protocol is the body of one run; it fills run and writes every artifact

@@ -8,8 +8,8 @@ import (
 	"path"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/scenario"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // Summary is the part of k6's --summary-export JSON the import reads.

@@ -1,11 +1,11 @@
-// Package loadgen is the contract between the campaign and a load
+// Package remote is the contract between the campaign and a load
 // generator running elsewhere (a pod of a generator Job): the Spec it
 // runs, handed over as JSON, and the Report it prints as one line of its
 // log, which carries the whole accounting of load.Result (counters and
 // every HDR histogram, V2-encoded, per-second rows with their
 // histograms), so the campaign merges the generators' shares exactly
 // (load.Merge) after reading their logs through the API server.
-package loadgen
+package remote
 
 import (
 	"bufio"
@@ -19,8 +19,8 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/prequalbench/prequalbench/campaign/artifacts"
-	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/load"
 )
 
 // Spec is what one generator runs: one shard of a run's load, starting

@@ -1,4 +1,4 @@
-package loadgen
+package remote
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/campaign/load"
+	"github.com/prequalbench/prequalbench/load"
 )
 
 // A report survives its log line: every counter, histogram and row

@@ -16,7 +16,7 @@ import (
 // connections, with connections capped at 256, and with workers capped
 // too. Run it alone:
 //
-//	go test -run '^$' -bench OpenLoop10k -benchtime 1x ./campaign/load
+//	go test -run '^$' -bench OpenLoop10k -benchtime 1x ./load
 //
 // LOAD_BENCH_RATE overrides the rate. Metrics:
 //

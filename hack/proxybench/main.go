@@ -1,9 +1,9 @@
-// Command benchload is hack/bench-proxy.sh's helper: a bounded fixed-rate
+// Command proxybench is hack/bench-proxy.sh's helper: a bounded fixed-rate
 // load (open loop, for the latency a proxy adds at a given rate, which wrk's
 // closed loop cannot show) and the markdown summary of the script's TSV.
 //
-//	benchload rate -url http://127.0.0.1:18180/ -rate 1000 -duration 5s
-//	benchload summary < results.tsv
+//	proxybench rate -url http://127.0.0.1:18180/ -rate 1000 -duration 5s
+//	proxybench summary < results.tsv
 package main
 
 import (
@@ -24,7 +24,7 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "benchload:", err)
+		fmt.Fprintln(os.Stderr, "proxybench:", err)
 		os.Exit(1)
 	}
 }

@@ -1,5 +1,5 @@
-# prequalbench: build, test and lint. `make test` is the one test command;
-# .ci/run calls it on a fresh machine after hack/setup.sh.
+# prequalbench: build, test and lint. `make test` is the one test command
+# (lint included); .ci/run calls it on a fresh machine after hack/setup.sh.
 
 GO            ?= go
 CARGO         ?= cargo
@@ -24,8 +24,7 @@ backend:
 kube-bins:
 	@hack/kube-test-bins.sh >/dev/null
 
-test: backend kube-bins
-	$(GO) vet ./...
+test: lint backend kube-bins
 	KUBEBUILDER_ASSETS="$$(hack/kube-test-bins.sh)" PREQUALBENCH_BACKEND_BIN="$(CURDIR)/$(BACKEND_BIN)" \
 		$(GO) test $(GOTEST_FLAGS) ./...
 	cd backend && $(CARGO) test

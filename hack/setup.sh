@@ -23,7 +23,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-go mod download
+# The three builds are independent; the kube-apiserver build is the longest
+# (several minutes from cold caches), so it starts first and the others run
+# beside it.
+hack/kube-test-bins.sh >/dev/null &
+kube=$!
+go mod download &
+mods=$!
 (cd backend && cargo build --release --quiet)
-hack/kube-test-bins.sh >/dev/null
+wait "$mods"
+wait "$kube"
 echo "setup: done"

@@ -1,6 +1,3 @@
-// Package layering holds the test that keeps the module's imports pointing
-// one way: the orchestrator (campaign/) and the command (cmd/) sit on top,
-// and nothing below them imports either.
 package layering
 
 import (

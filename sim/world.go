@@ -3,7 +3,8 @@
 // loadbalancer policies, in front of backend replicas modelled on the Rust
 // backend (slots and a FIFO queue, the same service-time draws, the same
 // latency estimator behind probe answers, antagonists and faults), with a
-// one-way network delay between them. Time is virtual, so a run of 100
+// one-way network delay between them; cpushare.go models the paper's
+// replicas that share machines with co-tenants instead of slots. Time is virtual, so a run of 100
 // clients × 100 servers is deterministic (same seed, same result) and
 // takes seconds instead of a cluster.
 //
@@ -76,6 +77,7 @@ type World struct {
 	now      int64
 	q        eventQueue
 	servers  []*server
+	machines []*machine // hosts of cpu-share replicas
 	byAddr   map[string]int32
 	clients  []*client // one per (ingress replica, route): index c*len(Routes)+r
 	net      network
@@ -136,6 +138,7 @@ func New(cfg Config) (*World, error) {
 			if g.Replicas < 0 {
 				return nil, fmt.Errorf("sim: group %s: replicas must be >= 0, got %d", g.Name, g.Replicas)
 			}
+			first := len(w.servers)
 			for k := range g.Replicas {
 				s, err := newServer(g, gi, ri, k, iters, cfg.CPURoundTime, mix(cfg.Seed, uint64(len(w.servers))+1))
 				if err != nil {
@@ -147,6 +150,9 @@ func New(cfg Config) (*World, error) {
 				w.byAddr[s.addr] = int32(len(w.servers))
 				w.servers = append(w.servers, s)
 				routeAddrs[ri] = append(routeAddrs[ri], s.addr)
+			}
+			if g.CPUShare != nil {
+				w.placeMachines(g, first)
 			}
 		}
 	}
@@ -263,6 +269,10 @@ func (w *World) step() {
 		w.syncReply(e.a, e.b, e.c, e.x)
 	case evSyncTimeout:
 		w.syncFinish(e.a, true)
+	case evPSDone:
+		w.psDone(e.a, uint32(e.x))
+	case evMachine:
+		w.machineStep(e.a)
 	case evWindowEnd:
 		w.rec.windowShut = true
 		if f := w.rec.load.l.OnWindowEnd; f != nil {
@@ -332,8 +342,16 @@ func (w *World) reqAtServer(i int32) {
 	r.arrived = w.now
 	r.rifAt = uint64(s.rif)
 	s.rif++
-	s.meter.advance(w.now, s.inService, s.capacity)
-	switch s.arrive(i) {
+	s.advanceMeter(w.now)
+	var adm admission
+	if s.ps != nil {
+		if adm = w.psArrive(r.server, i); adm == admitServe {
+			return // psArrive started it
+		}
+	} else {
+		adm = s.arrive(i)
+	}
+	switch adm {
 	case admitServe:
 		r.where = wServing
 		r.started = w.now
@@ -361,7 +379,7 @@ func (w *World) answer(i int32, status int32) {
 	r := &w.reqs[i]
 	r.status = status
 	s := w.servers[r.server]
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	s.meter.answered(w.now, status)
 	r.queueAt = int32(s.queue.len())
 	r.svc = 0
@@ -380,7 +398,7 @@ func (w *World) answer(i int32, status int32) {
 func (w *World) serviceDone(i int32) {
 	r := &w.reqs[i]
 	s := w.servers[r.server]
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	s.inService--
 	s.served++
 	s.est.Record(r.rifAt, float64(w.now-r.arrived)/1e6, w.now)
@@ -391,7 +409,7 @@ func (w *World) serviceDone(i int32) {
 }
 
 func (w *World) dispatch(s *server) {
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	for {
 		j := s.next()
 		if j < 0 {
@@ -406,7 +424,7 @@ func (w *World) dispatch(s *server) {
 // capacityChange applies the antagonist schedule of server si.
 func (w *World) capacityChange(si int32) {
 	s := w.servers[si]
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	s.capacity = s.capacityAt(w.now)
 	w.dispatch(s)
 	if next := s.nextCapacityChange(w.now); next < maxTime {
@@ -466,7 +484,8 @@ func (w *World) probeReply(si, rif int32, lat int64) loadbalancer.ProbeReply {
 		r.Latency = 0
 	}
 	s := w.servers[si]
-	r.QPS, r.EPS, r.Utilization, r.LoadKnown = s.meter.report(w.now, s.inService, s.capacity)
+	busy, capacity := s.load()
+	r.QPS, r.EPS, r.Utilization, r.LoadKnown = s.meter.report(w.now, busy, capacity)
 	return r
 }
 

@@ -90,7 +90,7 @@ const (
 )
 
 // The estimator's answers, and with them prequal's choices, depend
-// strongly on its mode: on sim-paper-90, prequal's p99 was 621 ms with a
+// strongly on its mode: on sim-three-speeds-90, prequal's p99 was 621 ms with a
 // 1 s time window and 205 ms by count (the backend's default since
 // 8ccc1cc, --latency-window 0).
 

@@ -158,8 +158,8 @@ func New(cfg Config) (*World, error) {
 	}
 	w.usesProb = loadbalancer.UsesProbes(cfg.Algorithm)
 	tick := int64(0)
-	if every := cfg.Policy.Prequal.IdleProbeInterval; w.usesProb && every > 0 {
-		tick = int64(max(every/4, 5*time.Millisecond)) // as the ingress's ticker
+	if w.usesProb { // the ingress's idle ticker runs while a policy probes
+		tick = int64(loadbalancer.IdleProbeTick(cfg.Policy))
 	}
 	phase := NewRng(mix(cfg.Seed, 0x7469636b))
 	for c := range cfg.Clients {

@@ -124,11 +124,11 @@ func (m *machine) demandCap(p *psState) float64 {
 	return c
 }
 
-// ShareRates divides available CPU among replicas with the given demand
+// shareRates divides available CPU among replicas with the given demand
 // caps by max-min fairness with equal weights (progressive filling): no
 // replica gets more than its cap, and a replica that is capped leaves its
 // unused part to the others. It writes rates and returns them.
-func ShareRates(available float64, caps, rates []float64) []float64 {
+func shareRates(available float64, caps, rates []float64) []float64 {
 	rates = rates[:0]
 	idx := make([]int, 0, len(caps))
 	for i, c := range caps {
@@ -278,7 +278,7 @@ func (w *World) psReshare(m *machine, changed int32) {
 	for _, si := range m.servers {
 		m.caps = append(m.caps, m.demandCap(w.servers[si].ps))
 	}
-	m.rates = ShareRates(m.capacity-m.demand, m.caps, m.rates)
+	m.rates = shareRates(m.capacity-m.demand, m.caps, m.rates)
 	for k, si := range m.servers {
 		s := w.servers[si]
 		if s.ps.rate == m.rates[k] && si != changed {

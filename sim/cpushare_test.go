@@ -149,10 +149,10 @@ func TestShareRates_MaxMinFair(t *testing.T) {
 		{-3, []float64{1, inf}, []float64{0, 0}},
 	}
 	for _, c := range cases {
-		got := ShareRates(c.avail, c.caps, nil)
+		got := shareRates(c.avail, c.caps, nil)
 		for i := range got {
 			if math.Abs(got[i]-c.want[i]) > 1e-12 {
-				t.Errorf("ShareRates(%v, %v) = %v, want %v", c.avail, c.caps, got, c.want)
+				t.Errorf("shareRates(%v, %v) = %v, want %v", c.avail, c.caps, got, c.want)
 				break
 			}
 		}

@@ -3,16 +3,17 @@
 // loadbalancer policies, in front of backend replicas modelled on the Rust
 // backend (slots and a FIFO queue, the same service-time draws, the same
 // latency estimator behind probe answers, antagonists and faults), with a
-// one-way network delay between them; cpushare.go models the paper's
-// replicas that share machines with co-tenants instead of slots. Time is virtual, so a run of 100
-// clients × 100 servers is deterministic (same seed, same result) and
-// takes seconds instead of a cluster.
+// one-way network delay between them; or replicas that share machines'
+// CPU with co-tenants, as the paper's (cpushare.go). Time is virtual, so a
+// run of 100 clients × 100 servers is deterministic (same seed, same
+// result) and takes seconds instead of a cluster.
 //
 // One idea per file: queue.go (the event queue), server.go (a replica),
 // estimator.go and dist.go (ports of the backend's), network.go (delays),
 // client.go (an ingress replica's policies and probes), schedule.go (the
-// open-loop send times), record.go (what a run measured) and world.go
-// (the event loop that ties them together).
+// open-loop phases, package openloop's), cpushare.go (replicas sharing
+// machines), record.go (what a run measured) and world.go (the event loop
+// that ties them together).
 package sim
 
 import (

@@ -34,18 +34,6 @@ type AdminConfig struct {
 // maxAdminBody bounds admin request bodies.
 const maxAdminBody = 1 << 20
 
-// idleProbeTick is the idle ticker's period: a quarter of the shortest
-// probe interval configured (Prequal's idle probe interval when set, WRR's
-// period, YARP's poll), so no idle probe is late by more than that, and at
-// least 5 ms.
-func idleProbeTick(cfg loadbalancer.Config) time.Duration {
-	every := min(cfg.WRR.Period, cfg.YARP.Poll)
-	if p := cfg.Prequal.IdleProbeInterval; p > 0 {
-		every = min(every, p)
-	}
-	return max(every/4, 5*time.Millisecond)
-}
-
 // State is a snapshot of every route's configuration and counters.
 func (i *Ingress) State() adminapi.State {
 	t := i.table.Load()

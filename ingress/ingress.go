@@ -511,7 +511,7 @@ func (i *Ingress) Run(ctx context.Context) error {
 	// it owes without traffic (Prequal's minimum probe rate, the polling
 	// of wrr and yarp-po2c), whatever the policy. It runs only while some
 	// route's policy probes.
-	period := idleProbeTick(i.opts.Policy)
+	period := loadbalancer.IdleProbeTick(i.opts.Policy)
 	probeTick := time.NewTicker(period)
 	defer probeTick.Stop()
 	if !i.probing.Load() {

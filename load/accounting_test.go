@@ -114,7 +114,7 @@ func TestSchedule_WarmupFlowsIntoTheWindow(t *testing.T) {
 	var warm, window int
 	var firstWindow time.Duration = -1
 	for off, ok := s.next(); ok; off, ok = s.next() {
-		if s.i == 0 {
+		if s.phase() == 0 {
 			warm++
 			last = off
 		} else {

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/openloop"
 )
 
-// Phase kinds of the open loop.
+// Phase kinds of the open loop (openloop's).
 const (
-	KindConstant = "constant" // Rate for Duration
-	KindRamp     = "ramp"     // linear From→To over Duration
-	KindSteps    = "steps"    // From→To in Steps equal steps over Duration
-	KindBurst    = "burst"    // High for HighFor, then Low for LowFor, repeated over Duration
+	KindConstant = openloop.KindConstant
+	KindRamp     = openloop.KindRamp
+	KindSteps    = openloop.KindSteps
+	KindBurst    = openloop.KindBurst
 )
 
 // Defaults applied by Run when the field is zero.
@@ -45,17 +46,7 @@ type Target struct {
 }
 
 // Phase is one segment of an open-loop schedule.
-type Phase struct {
-	Kind     string
-	Duration time.Duration
-	Rate     float64 // constant
-	From, To float64 // ramp, steps
-	Steps    int     // steps: From→To in Steps equal steps (first From, last To)
-	High     float64 // burst
-	Low      float64 // burst, may be 0 (silence between bursts)
-	HighFor  time.Duration
-	LowFor   time.Duration
-}
+type Phase = openloop.Phase
 
 // Config describes one load run: open loop when Open is set, closed loop
 // when Users > 0.
@@ -232,7 +223,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for i, p := range c.Open {
-		errs = append(errs, p.validate(fmt.Sprintf("open[%d]", i))...)
+		errs = append(errs, validatePhase(p, fmt.Sprintf("open[%d]", i))...)
 	}
 	if c.Timeout < 0 {
 		bad("timeout", "must be >= 0 (0 = %v), got %v", DefaultTimeout, c.Timeout)
@@ -267,7 +258,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (p Phase) validate(f string) []error {
+// validatePhase checks p, naming its fields under f.
+func validatePhase(p Phase, f string) []error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("load: %s.%s: %s", f, field, fmt.Sprintf(format, args...)))

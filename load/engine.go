@@ -358,7 +358,7 @@ dispatch:
 		}
 		// The schedule is in its phase of the hit: phase 0 is the warmup
 		// when there is one.
-		inWindow := e.cfg.Warmup == 0 || sched.i > 0
+		inWindow := e.cfg.Warmup == 0 || sched.phase() > 0
 		due := start.Add(off)
 		if wait := time.Until(due); wait > 0 {
 			timer.Reset(wait)
@@ -405,7 +405,7 @@ dispatch:
 				o.dropped++
 			}
 			for _, more := sched.next(); more; _, more = sched.next() {
-				if k++; e.cfg.mine(k) && (e.cfg.Warmup == 0 || sched.i > 0) {
+				if k++; e.cfg.mine(k) && (e.cfg.Warmup == 0 || sched.phase() > 0) {
 					o.planned++
 					o.dropped++
 				}

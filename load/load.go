@@ -7,14 +7,11 @@
 // (coordinated omission). Sends that leave more than LateAfter behind
 // schedule are counted as late.
 //
-// What comes from vegeta (github.com/tsenart/vegeta/v12/lib): the pacing.
-// Each phase is a vegeta.Pacer (vegeta.ConstantPacer for constant phases,
-// vegeta.LinearPacer for ramps, and this package's piecewisePacer, which
-// implements vegeta.Pacer, for steps and bursts), and the schedule asks it
-// for intended send times in virtual time. What does not: vegeta's Attacker
-// timestamps a hit when a worker picks it up rather than when it was due,
-// and reads every body into memory, so this package runs its own
-// dispatcher (a pool of workers growing up to MaxWorkers, over a tuned
+// The intended send times come from package openloop, a pure schedule the
+// simulator shares, so both send at the same instants. vegeta's Attacker
+// is not used: it timestamps a hit when a worker picks it up rather than
+// when it was due, and reads every body into memory, so this package runs
+// its own dispatcher (a pool of workers growing up to MaxWorkers, over a tuned
 // http.Transport); and vegeta's Metrics estimate percentiles (a t-digest,
 // once 6× off at p99 here), so percentiles come only from
 // hdrhistogram-go, 1 µs to 60 s at 3 significant figures.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/prequalbench/prequalbench/openloop"
 )
 
 func collect(t *testing.T, phases []Phase) []time.Duration {
@@ -131,25 +133,6 @@ func TestSchedule_BurstWithLowRate(t *testing.T) {
 	}
 }
 
-func TestPiecewisePacer_PaceAndRate(t *testing.T) {
-	p := &piecewisePacer{segs: []segment{{10, time.Second}, {20, time.Second}}}
-	if w, stop := p.Pace(0, 0); stop || w != 100*time.Millisecond {
-		t.Errorf("Pace(0, 0) = %v, %v; want 100ms, false", w, stop)
-	}
-	if w, stop := p.Pace(time.Second, 0); stop || w != 0 {
-		t.Errorf("behind schedule: Pace = %v, %v; want 0, false", w, stop)
-	}
-	if w, _ := p.Pace(time.Second, 10); w != 50*time.Millisecond {
-		t.Errorf("Pace(1s, 10) = %v, want 50ms", w)
-	}
-	if _, stop := p.Pace(2*time.Second, 30); !stop {
-		t.Error("Pace past the last segment did not stop")
-	}
-	if r := p.Rate(1500 * time.Millisecond); r != 20 {
-		t.Errorf("Rate(1.5s) = %v, want 20", r)
-	}
-}
-
 func TestMeanRate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -180,23 +163,4 @@ func TestMeanRate(t *testing.T) {
 
 // meanRate is the mean rate of the phases over their whole length: their
 // integral per second, the reference for the schedule's planned hits.
-func meanRate(phases []Phase) float64 {
-	var hits, secs float64
-	for _, p := range phases {
-		d := p.Duration.Seconds()
-		secs += d
-		switch p.Kind {
-		case KindConstant:
-			hits += p.Rate * d
-		case KindRamp:
-			hits += (p.From + p.To) / 2 * d
-		default:
-			pp := phasePacer(p).(*piecewisePacer)
-			hits += pp.integral(p.Duration)
-		}
-	}
-	if secs == 0 {
-		return 0
-	}
-	return hits / secs
-}
+func meanRate(phases []Phase) float64 { return openloop.MeanRate(phases) }

@@ -288,3 +288,16 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// IdleProbeTick is the period at which a host of policies (the ingress,
+// the simulator) asks them for the probes they owe without traffic: a
+// quarter of the shortest probe interval configured (Prequal's idle probe
+// interval when set, WRR's period, YARP's poll), so no idle probe is late
+// by more than that, and at least 5 ms.
+func IdleProbeTick(cfg Config) time.Duration {
+	every := min(cfg.WRR.Period, cfg.YARP.Poll)
+	if p := cfg.Prequal.IdleProbeInterval; p > 0 {
+		every = min(every, p)
+	}
+	return max(every/4, 5*time.Millisecond)
+}

@@ -86,3 +86,22 @@ func TestValidate_SyncNeedsTwoProbes(t *testing.T) {
 		t.Errorf("Validate with Sync.D = 2: %v", err)
 	}
 }
+
+// TestIdleProbeTick_QuarterOfTheShortestInterval: the idle ticker serves
+// the most demanding of Prequal's idle probes, WRR's period and YARP's
+// poll, at a quarter of it, never below 5 ms.
+func TestIdleProbeTick_QuarterOfTheShortestInterval(t *testing.T) {
+	c := DefaultConfig()
+	c.WRR.Period, c.YARP.Poll, c.Prequal.IdleProbeInterval = time.Second, 500*time.Millisecond, 0
+	if got := IdleProbeTick(c); got != 125*time.Millisecond {
+		t.Errorf("no idle interval: %v, want 125ms (YARP's poll / 4)", got)
+	}
+	c.Prequal.IdleProbeInterval = 40 * time.Millisecond
+	if got := IdleProbeTick(c); got != 10*time.Millisecond {
+		t.Errorf("idle interval 40ms: %v, want 10ms", got)
+	}
+	c.Prequal.IdleProbeInterval = time.Millisecond
+	if got := IdleProbeTick(c); got != 5*time.Millisecond {
+		t.Errorf("idle interval 1ms: %v, want the 5ms floor", got)
+	}
+}

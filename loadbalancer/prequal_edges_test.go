@@ -10,27 +10,6 @@ import (
 	"time"
 )
 
-// The paper's probe-rate sweep (§5.3) keeps r_remove at 0.25 and lowers
-// r_probe to 1, where Prequal is "fairly insensitive to the probing rate".
-// A rule that stopped reuse whenever the pool was over half full let the
-// pool fill with loaded replicas there and queues grew without bound (p99
-// 590 ms against least-request's 118 ms): 100 replicas, half 2x work, 2
-// slots, 10 clients, 70% load.
-func TestPrequal_NoCollapseAtOneProbePerQuery(t *testing.T) {
-	const n, mean = 100, 10 * time.Millisecond
-	run := func(name string, mod func(*PrequalConfig)) fleetResult {
-		return runFleet(t, fleetSetup{clients: 10, rps: 0.7 * halfSlowCapacity(n, 2, mean), dur: 4 * time.Second, warmup: time.Second,
-			probeDelay: time.Millisecond, seed: 1, newPolicy: policyMaker(t, name, mod), replicas: halfSlowFleet(n, 2, mean, recentByCount)})
-	}
-	pq := run(NamePrequal, func(c *PrequalConfig) { c.ProbesPerQuery, c.RemovePerQuery = 1, 0.25 })
-	lr := run(NameLeastRequest, nil)
-	t.Logf("prequal{probes=1,remove=0.25}: %v", pq)
-	t.Logf("least-request: %v", lr)
-	if pq.maxRIF[3] > pq.maxRIF[0]+4 || pq.p99 > lr.p99 {
-		t.Errorf("prequal at 1 probe/query: largest queue per quarter %v, p99 %v (least-request %v)", pq.maxRIF, pq.p99, lr.p99)
-	}
-}
-
 // ReusedPicks counts the picks made on a probe already used, beside the
 // budget in force.
 func TestPrequal_ReusedPicksCounted(t *testing.T) {

@@ -151,7 +151,8 @@ const normalMeanFactor = 1.0833155
 
 // Capacity is the group's nominal throughput in requests per second for
 // requests of the given iterations: replicas × concurrency / (service time
-// × slow × iterations/1000). It is 0 (unknown) for cpu mode and for groups
+// × slow × iterations/1000); for cpu-share, replicas / that service time
+// (the allocations). It is 0 (unknown) for cpu mode and for groups
 // without a capacity limit (sleep mode, concurrency 0).
 func (g BackendGroup) Capacity(iterations int) float64 {
 	return g.capacity(iterations, 1)
@@ -169,6 +170,15 @@ func (g BackendGroup) EffectiveCapacity(iterations int) float64 {
 }
 
 func (g BackendGroup) capacity(iterations int, meanFactor float64) float64 {
+	if g.Mode == "cpu-share" {
+		// A replica held to its allocation serves one request's mean work
+		// per service time: load fractions are of the allocations.
+		st := g.ServiceTime.Std().Seconds() * g.Slow * float64(iterations) / 1000 * meanFactor
+		if st <= 0 {
+			return 0
+		}
+		return float64(g.Replicas) / st
+	}
 	if g.Mode != "io" || g.Concurrency == nil || *g.Concurrency == 0 {
 		return 0
 	}

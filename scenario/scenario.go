@@ -64,7 +64,9 @@ type BackendGroup struct {
 	// Name is unique across the scenario (it names Deployments).
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
-	// Mode is cpu, io (default) or sleep (the seed's unlimited fixed sleep).
+	// Mode is cpu, io (default), sleep (the seed's unlimited fixed sleep)
+	// or cpu-share (replicas sharing machines' CPU with antagonists, see
+	// CPUShare; --env sim only).
 	Mode string `json:"mode,omitempty"`
 	// ServiceTime is the mean service time of 1000 iterations (io, sleep).
 	ServiceTime Duration `json:"serviceTime,omitempty"`
@@ -82,6 +84,9 @@ type BackendGroup struct {
 	CPURounds int `json:"cpuRounds,omitempty"`
 	// Antagonists drop the group's capacity on a schedule.
 	Antagonists []Antagonist `json:"antagonists,omitempty"`
+	// CPUShare places the replicas on machines (mode cpu-share only; there
+	// concurrency caps the requests served at once, default 0 = all).
+	CPUShare *CPUShare `json:"cpuShare,omitempty"`
 	// ProbeFault is none (default), timeout, 500, malformed or stale_timestamp.
 	ProbeFault string `json:"probeFault,omitempty"`
 	// WorkFault is none (default), fail_fast or hang.
@@ -96,6 +101,28 @@ type BackendGroup struct {
 	// count, so a replica avoided since a slow spell is explored again.
 	// Empty keeps the backend's default; 0s turns it off.
 	LatencyIdleMaxAge Duration `json:"latencyIdleMaxAge,omitempty"`
+}
+
+// CPUShare says how cpu-share replicas sit on machines: each has Share
+// of its machine's CPU, PerMachine of them per machine, may borrow the
+// machine's idle CPU (limit soft, default) or not (hard), and runs one
+// request on at most one of Cores cores (0: no such cap). Antagonist is
+// the co-tenant on each machine. sim/README.md has the model.
+type CPUShare struct {
+	Share      float64      `json:"share"`
+	PerMachine int          `json:"perMachine"`
+	Limit      string       `json:"limit,omitempty"`
+	Cores      int          `json:"cores,omitempty"`
+	Antagonist *MachineLoad `json:"antagonist,omitempty"`
+}
+
+// MachineLoad is an antagonist's CPU demand as a fraction of its machine:
+// Levels[k] held for Hold[k], in a cycle staggered across machines, or,
+// with Random, for exponential times of mean Hold[k].
+type MachineLoad struct {
+	Levels []float64  `json:"levels"`
+	Hold   []Duration `json:"hold"`
+	Random bool       `json:"random,omitempty"`
 }
 
 // Antagonist drops a replica's capacity to Capacity slots for For, starting

@@ -47,8 +47,16 @@ func (v *validator) simulation(s *Simulation) {
 }
 
 // RealEnvError is the error a real environment (local, kind, kube) gives a
-// scenario with a simulation block, nil otherwise.
+// scenario with a simulation block or a cpu-share group (a model only the
+// simulator serves so far), nil otherwise.
 func (s *Scenario) RealEnvError(env string) error {
+	for i, r := range s.Workload.Routes {
+		for j, g := range r.Backends {
+			if g.Mode == "cpu-share" {
+				return fmt.Errorf("scenario %s: workload.routes[%d].backends[%d].mode: cpu-share runs only with --env sim (the backend does not serve it), not --env %s", s.Name, i, j, env)
+			}
+		}
+	}
 	if s.Simulation == nil {
 		return nil
 	}

@@ -13,7 +13,8 @@ import (
 
 // Allowed values, in the order error messages list them.
 var (
-	Modes         = []string{"cpu", "io", "sleep"}
+	Modes         = []string{"cpu", "cpu-share", "io", "sleep"}
+	ShareLimits   = []string{"soft", "hard"}
 	Distributions = []string{"fixed", "exp", "normal"}
 	ProbeFaults   = []string{"none", "timeout", "500", "malformed", "stale_timestamp"}
 	WorkFaults    = []string{"none", "fail_fast", "hang"}
@@ -59,6 +60,12 @@ func (s *Scenario) applyDefaults() {
 			}
 			if g.Concurrency == nil {
 				g.Concurrency = ptr(4)
+				if g.Mode == "cpu-share" {
+					g.Concurrency = ptr(0) // processor sharing, no thread cap
+				}
+			}
+			if g.CPUShare != nil && g.CPUShare.Limit == "" {
+				g.CPUShare.Limit = "soft"
 			}
 			if g.QueueLimit == nil {
 				g.QueueLimit = ptr(1024)
@@ -244,6 +251,7 @@ func (v *validator) group(f string, g *BackendGroup) {
 	v.oneOf(f+".workFault", g.WorkFault, WorkFaults)
 	v.duration(f+".latencyWindow", g.LatencyWindow, true, true)
 	v.duration(f+".latencyIdleMaxAge", g.LatencyIdleMaxAge, false, true)
+	v.cpuShare(f, g)
 	for i, a := range g.Antagonists {
 		af := fmt.Sprintf("%s.antagonists[%d]", f, i)
 		v.duration(af+".at", a.At, false, false)
@@ -254,6 +262,48 @@ func (v *validator) group(f string, g *BackendGroup) {
 		}
 		if a.Every != "" && a.Every.Std() > 0 && a.Every.Std() < a.For.Std() {
 			v.add(af+".every", "got %s, want at least for (%s)", a.Every, a.For)
+		}
+	}
+}
+
+func (v *validator) cpuShare(f string, g *BackendGroup) {
+	c := g.CPUShare
+	switch {
+	case g.Mode != "cpu-share" && c != nil:
+		v.add(f+".cpuShare", "set only with mode cpu-share (mode is %s)", g.Mode)
+		return
+	case g.Mode != "cpu-share":
+		return
+	case c == nil:
+		v.add(f+".cpuShare", "mode cpu-share needs cpuShare (share, perMachine)")
+		return
+	case len(g.Antagonists) > 0:
+		v.add(f+".antagonists", "mode cpu-share takes its antagonist in cpuShare.antagonist, not antagonists")
+	}
+	f += ".cpuShare"
+	if !(c.Share > 0 && c.Share <= 1) {
+		v.add(f+".share", "got %v, want a fraction of the machine in (0, 1]", c.Share)
+	}
+	if c.PerMachine < 1 {
+		v.add(f+".perMachine", "got %d, want a whole number >= 1", c.PerMachine)
+	} else if c.Share*float64(c.PerMachine) > 1+1e-9 {
+		v.add(f+".perMachine", "share × perMachine = %v, want <= 1 (a machine cannot allocate more than itself)", c.Share*float64(c.PerMachine))
+	}
+	v.oneOf(f+".limit", c.Limit, ShareLimits)
+	if c.Cores < 0 {
+		v.add(f+".cores", "got %d, want >= 0 (0 = no per-request cap)", c.Cores)
+	}
+	if a := c.Antagonist; a != nil {
+		if len(a.Levels) == 0 || len(a.Levels) != len(a.Hold) {
+			v.add(f+".antagonist", "got %d levels and %d holds, want one hold per level, at least one", len(a.Levels), len(a.Hold))
+		}
+		for k, l := range a.Levels {
+			if !(l >= 0 && l <= 1) {
+				v.add(fmt.Sprintf("%s.antagonist.levels[%d]", f, k), "got %v, want a fraction of the machine in [0, 1]", l)
+			}
+		}
+		for k, h := range a.Hold {
+			v.duration(fmt.Sprintf("%s.antagonist.hold[%d]", f, k), h, true, false)
 		}
 	}
 }

@@ -56,12 +56,12 @@ func TestWarnings_CatalogueAtFullLengthAndScaled(t *testing.T) {
 			t.Errorf("%s at full length warns: %q", n, ws)
 		}
 	}
-	s, err := Catalogue("paper-90")
+	s, err := Catalogue("hetero16-90")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Scale(0.3)
 	if ws := s.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "protocol.warmup is 4.5s") {
-		t.Errorf("paper-90 at --duration-scale 0.3: warnings %q, want wrr's", ws)
+		t.Errorf("hetero16-90 at --duration-scale 0.3: warnings %q, want wrr's", ws)
 	}
 }

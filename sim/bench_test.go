@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkWorld_100x100 simulates 100 clients × 100 servers (the
-// sim-paper-90 mix, see scenario/catalogue/sim-paper-90.yaml) for 10 s at 10,000
+// sim-three-speeds-90 mix, see scenario/catalogue/sim-three-speeds-90.yaml) for 10 s at 10,000
 // queries/s with prequal's 3 probes per query; ns/event is the cost of one
 // simulation event.
 func BenchmarkWorld_100x100(b *testing.B) {

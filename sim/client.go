@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/openloop"
 )
 
 // client is one ingress replica's policy for one route: its own policy
@@ -125,7 +126,7 @@ type user struct {
 type loadRun struct {
 	l       Load
 	pick    picker
-	sched   *schedule
+	sched   *openloop.Schedule
 	openRNG *rand.Rand
 	start   int64 // the warmup's start
 	winFrom int64 // the window's start (= start + warmup)
@@ -176,13 +177,13 @@ func (w *World) start(l Load) error {
 		if l.Warmup > 0 {
 			phases = append([]Phase{{Kind: KindConstant, Duration: l.Warmup, Rate: l.WarmupRate}}, l.Open...)
 		}
-		s, err := newSchedule(phases)
+		s, err := openloop.New(phases)
 		if err != nil {
-			return err
+			return fmt.Errorf("sim: %w", err)
 		}
 		lr.sched = s
 		lr.openRNG = rand.New(rand.NewPCG(l.Seed, 0x6c6f6164))
-		w.rec.targetRate = meanRate(l.Open)
+		w.rec.targetRate = openloop.MeanRate(l.Open)
 		w.nextOpen()
 		return nil
 	}
@@ -198,7 +199,8 @@ func (w *World) start(l Load) error {
 // nextOpen schedules the next open-loop send, or marks the schedule done.
 func (w *World) nextOpen() {
 	lr := w.rec.load
-	off, ok := lr.sched.next()
+	next, ok := lr.sched.Next()
+	off := int64(next)
 	if !ok {
 		w.rec.sendsDone = true
 		return
@@ -206,7 +208,7 @@ func (w *World) nextOpen() {
 	// As in package load, the warmup is the schedule's first phase and a
 	// send belongs to the phase that scheduled it.
 	var counted int32
-	if lr.l.Warmup == 0 || lr.sched.i > 0 {
+	if lr.l.Warmup == 0 || lr.sched.Index() > 0 {
 		counted = 1
 	}
 	w.q.push(event{at: lr.start + off, kind: evSend, c: counted})

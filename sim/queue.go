@@ -21,6 +21,8 @@ const (
 	evSyncProbeAtServer                  // sync probe of query a reaches server b (sent at x)
 	evSyncReply                          // sync answer for query a from server b: RIF c, latency x (-1 unknown; c = -1 failed)
 	evSyncTimeout                        // query a's wait for sync answers ends
+	evPSDone                             // cpu-share replica a's next request may be done (generation x)
+	evMachine                            // machine a's antagonist moves to its next level
 )
 
 // event is one scheduled happening. Events at the same instant fire in the

@@ -11,8 +11,9 @@ import (
 type Group struct {
 	Name     string
 	Replicas int
-	// Mode is io (default), sleep (no capacity limit, no antagonists) or
-	// cpu (a service time of rounds × CPURoundTime).
+	// Mode is io (default), sleep (no capacity limit, no antagonists),
+	// cpu (a service time of rounds × CPURoundTime) or cpu-share (shared
+	// machines, processor sharing: see CPUShare).
 	Mode         string
 	ServiceTime  time.Duration // mean service time of 1000 iterations
 	Distribution string        // fixed, exp or normal
@@ -31,6 +32,9 @@ type Group struct {
 	// an idle replica's samples older than it do not count. 0 takes the
 	// backend's default (DefaultIdleMaxAge); negative turns it off.
 	LatencyIdleMaxAge time.Duration
+	// CPUShare places the replicas on shared machines; mode cpu-share
+	// only.
+	CPUShare *CPUShare
 }
 
 // Antagonist caps a replica's slots at Capacity for For, starting At after
@@ -86,7 +90,7 @@ const (
 )
 
 // The estimator's answers, and with them prequal's choices, depend
-// strongly on its mode: on sim-paper-90, prequal's p99 was 621 ms with a
+// strongly on its mode: on sim-three-speeds-90, prequal's p99 was 621 ms with a
 // 1 s time window and 205 ms by count (the backend's default since
 // 8ccc1cc, --latency-window 0).
 
@@ -116,6 +120,7 @@ type server struct {
 	queue          ring // request indexes waiting, oldest first
 	served, reject uint64
 	meter          loadMeter // the probe's load report (qps, eps, utilization)
+	ps             *psState  // cpu-share mode only
 }
 
 func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRound time.Duration, seed uint64) (*server, error) {
@@ -146,11 +151,25 @@ func newServer(g Group, groupIdx, routeIdx, replica int, iterations int, cpuRoun
 	switch g.Mode {
 	case "io", "sleep", "":
 		s.meanNS = float64(g.ServiceTime) * float64(iterations) / 1000 * slow
+	case "cpu-share":
+		if g.CPUShare == nil {
+			return nil, fmt.Errorf("sim: group %s: mode cpu-share needs its cpuShare settings", g.Name)
+		}
+		if err := g.CPUShare.validate(g.Name); err != nil {
+			return nil, err
+		}
+		if len(g.Antagonists) > 0 || g.Concurrency != 0 {
+			return nil, fmt.Errorf("sim: group %s: mode cpu-share takes its antagonist and threads from cpuShare, not antagonists or concurrency", g.Name)
+		}
+		// Work is ns at the replica's allocation: ServiceTime is the mean
+		// time of a lone request on a replica held to its share.
+		s.meanNS = float64(g.ServiceTime) * float64(iterations) / 1000 * slow
+		s.ps = &psState{threads: g.CPUShare.Threads}
 	case "cpu":
 		rounds := max(g.CPURounds, 1)
 		s.meanNS = float64(iterations) * float64(rounds) * slow
 	default:
-		return nil, fmt.Errorf("sim: group %s: mode %q is not one of cpu, io, sleep", g.Name, g.Mode)
+		return nil, fmt.Errorf("sim: group %s: mode %q is not one of cpu, cpu-share, io, sleep", g.Name, g.Mode)
 	}
 	switch g.ProbeFault {
 	case "", "none":

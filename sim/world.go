@@ -3,15 +3,17 @@
 // loadbalancer policies, in front of backend replicas modelled on the Rust
 // backend (slots and a FIFO queue, the same service-time draws, the same
 // latency estimator behind probe answers, antagonists and faults), with a
-// one-way network delay between them. Time is virtual, so a run of 100
-// clients × 100 servers is deterministic (same seed, same result) and
-// takes seconds instead of a cluster.
+// one-way network delay between them; or replicas that share machines'
+// CPU with co-tenants, as the paper's (cpushare.go). Time is virtual, so a
+// run of 100 clients × 100 servers is deterministic (same seed, same
+// result) and takes seconds instead of a cluster.
 //
 // One idea per file: queue.go (the event queue), server.go (a replica),
 // estimator.go and dist.go (ports of the backend's), network.go (delays),
 // client.go (an ingress replica's policies and probes), schedule.go (the
-// open-loop send times), record.go (what a run measured) and world.go
-// (the event loop that ties them together).
+// open-loop phases, package openloop's), cpushare.go (replicas sharing
+// machines), record.go (what a run measured) and world.go (the event loop
+// that ties them together).
 package sim
 
 import (
@@ -76,6 +78,7 @@ type World struct {
 	now      int64
 	q        eventQueue
 	servers  []*server
+	machines []*machine // hosts of cpu-share replicas
 	byAddr   map[string]int32
 	clients  []*client // one per (ingress replica, route): index c*len(Routes)+r
 	net      network
@@ -136,6 +139,7 @@ func New(cfg Config) (*World, error) {
 			if g.Replicas < 0 {
 				return nil, fmt.Errorf("sim: group %s: replicas must be >= 0, got %d", g.Name, g.Replicas)
 			}
+			first := len(w.servers)
 			for k := range g.Replicas {
 				s, err := newServer(g, gi, ri, k, iters, cfg.CPURoundTime, mix(cfg.Seed, uint64(len(w.servers))+1))
 				if err != nil {
@@ -148,12 +152,15 @@ func New(cfg Config) (*World, error) {
 				w.servers = append(w.servers, s)
 				routeAddrs[ri] = append(routeAddrs[ri], s.addr)
 			}
+			if g.CPUShare != nil {
+				w.placeMachines(g, first)
+			}
 		}
 	}
 	w.usesProb = loadbalancer.UsesProbes(cfg.Algorithm)
 	tick := int64(0)
-	if every := cfg.Policy.Prequal.IdleProbeInterval; w.usesProb && every > 0 {
-		tick = int64(max(every/4, 5*time.Millisecond)) // as the ingress's ticker
+	if w.usesProb { // the ingress's idle ticker runs while a policy probes
+		tick = int64(loadbalancer.IdleProbeTick(cfg.Policy))
 	}
 	phase := NewRng(mix(cfg.Seed, 0x7469636b))
 	for c := range cfg.Clients {
@@ -263,6 +270,10 @@ func (w *World) step() {
 		w.syncReply(e.a, e.b, e.c, e.x)
 	case evSyncTimeout:
 		w.syncFinish(e.a, true)
+	case evPSDone:
+		w.psDone(e.a, uint32(e.x))
+	case evMachine:
+		w.machineStep(e.a)
 	case evWindowEnd:
 		w.rec.windowShut = true
 		if f := w.rec.load.l.OnWindowEnd; f != nil {
@@ -332,8 +343,16 @@ func (w *World) reqAtServer(i int32) {
 	r.arrived = w.now
 	r.rifAt = uint64(s.rif)
 	s.rif++
-	s.meter.advance(w.now, s.inService, s.capacity)
-	switch s.arrive(i) {
+	s.advanceMeter(w.now)
+	var adm admission
+	if s.ps != nil {
+		if adm = w.psArrive(r.server, i); adm == admitServe {
+			return // psArrive started it
+		}
+	} else {
+		adm = s.arrive(i)
+	}
+	switch adm {
 	case admitServe:
 		r.where = wServing
 		r.started = w.now
@@ -361,7 +380,7 @@ func (w *World) answer(i int32, status int32) {
 	r := &w.reqs[i]
 	r.status = status
 	s := w.servers[r.server]
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	s.meter.answered(w.now, status)
 	r.queueAt = int32(s.queue.len())
 	r.svc = 0
@@ -380,7 +399,7 @@ func (w *World) answer(i int32, status int32) {
 func (w *World) serviceDone(i int32) {
 	r := &w.reqs[i]
 	s := w.servers[r.server]
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	s.inService--
 	s.served++
 	s.est.Record(r.rifAt, float64(w.now-r.arrived)/1e6, w.now)
@@ -391,7 +410,7 @@ func (w *World) serviceDone(i int32) {
 }
 
 func (w *World) dispatch(s *server) {
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	for {
 		j := s.next()
 		if j < 0 {
@@ -406,7 +425,7 @@ func (w *World) dispatch(s *server) {
 // capacityChange applies the antagonist schedule of server si.
 func (w *World) capacityChange(si int32) {
 	s := w.servers[si]
-	s.meter.advance(w.now, s.inService, s.capacity)
+	s.advanceMeter(w.now)
 	s.capacity = s.capacityAt(w.now)
 	w.dispatch(s)
 	if next := s.nextCapacityChange(w.now); next < maxTime {
@@ -466,7 +485,8 @@ func (w *World) probeReply(si, rif int32, lat int64) loadbalancer.ProbeReply {
 		r.Latency = 0
 	}
 	s := w.servers[si]
-	r.QPS, r.EPS, r.Utilization, r.LoadKnown = s.meter.report(w.now, s.inService, s.capacity)
+	busy, capacity := s.load()
+	r.QPS, r.EPS, r.Utilization, r.LoadKnown = s.meter.report(w.now, busy, capacity)
 	return r
 }
 

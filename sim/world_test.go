@@ -324,3 +324,28 @@ func TestWorld_WindowBoundariesAlwaysSignalled(t *testing.T) {
 		})
 	}
 }
+
+// TestWorld_IdleTickIsTheIngresss: every client of a probing policy ticks
+// at loadbalancer.IdleProbeTick, as the ingress does, so wrr and
+// yarp-po2c get their polls even with Prequal's idle probing off.
+func TestWorld_IdleTickIsTheIngresss(t *testing.T) {
+	pol := loadbalancer.DefaultConfig()
+	pol.Prequal.IdleProbeInterval = 0
+	w, err := New(Config{Seed: 1, Clients: 3, Algorithm: loadbalancer.NameWRR, Policy: pol,
+		Routes: []Route{{Name: "r", Groups: []Group{{Name: "s", Replicas: 2, Mode: "io", ServiceTime: time.Millisecond, Distribution: "fixed"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks := 0
+	for _, e := range w.q.h {
+		if e.kind == evIdleTick {
+			ticks++
+			if e.x != int64(loadbalancer.IdleProbeTick(pol)) {
+				t.Errorf("client %d ticks every %v, want %v", e.a, time.Duration(e.x), loadbalancer.IdleProbeTick(pol))
+			}
+		}
+	}
+	if ticks != 3 {
+		t.Errorf("%d clients tick, want 3", ticks)
+	}
+}

@@ -16,7 +16,7 @@ import (
 // A scenario with a simulation block is for --env sim only; a real
 // environment refuses it before starting anything.
 func TestCampaignRun_RealEnvRejectsSimulationBlock(t *testing.T) {
-	_, err := campaignCLI(t, "campaign", "run", "--env", "local", "--scenario", "sim-paper-90", "--out", t.TempDir())
+	_, err := campaignCLI(t, "campaign", "run", "--env", "local", "--scenario", "sim-three-speeds-90", "--out", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "--env sim") {
 		t.Fatalf("error = %v, want one pointing to --env sim", err)
 	}

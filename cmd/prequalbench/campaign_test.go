@@ -80,7 +80,7 @@ func TestCampaignList_ShowsTheCatalogue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"quickstart", "c2-hetero-open", "paper-90-single"} {
+	for _, name := range []string{"quickstart", "c2-hetero-open", "hetero16-90-single"} {
 		if !strings.Contains(out, name) {
 			t.Errorf("list lacks %s:\n%s", name, out)
 		}

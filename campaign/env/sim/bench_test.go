@@ -9,7 +9,7 @@ import (
 	"github.com/prequalbench/prequalbench/scenario"
 )
 
-// BenchmarkSimPaper90_60s simulates the catalogue's sim-paper-90 testbed
+// BenchmarkSimPaper90_60s simulates the catalogue's sim-three-speeds-90 testbed
 // (100 ingress replicas x 100 backend replicas) for 60 s of virtual time
 // at 10,000 queries/s with prequal (3 probes per query), one iteration per
 // run: wall time per op is the cost of a 60 s run; ns/event the cost of
@@ -17,7 +17,7 @@ import (
 //
 //	go test -run '^$' -bench SimPaper90 -benchtime 1x ./campaign/env/sim
 func BenchmarkSimPaper90_60s(b *testing.B) {
-	s, err := scenario.Catalogue("sim-paper-90")
+	s, err := scenario.Catalogue("sim-three-speeds-90")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -142,6 +142,19 @@ func Config(s *scenario.Scenario) (core.Config, []string, error) {
 			if g.QueueLimit != nil {
 				grp.QueueLimit = *g.QueueLimit
 			}
+			if c := g.CPUShare; c != nil {
+				grp.CPUShare = &core.CPUShare{
+					Share: c.Share, PerMachine: c.PerMachine, Hard: c.Limit == "hard",
+					Threads: grp.Concurrency, Cores: c.Cores,
+				}
+				grp.Concurrency = 0
+				if a := c.Antagonist; a != nil {
+					grp.CPUShare.Antagonist = core.MachineLoad{Levels: a.Levels, Random: a.Random}
+					for _, h := range a.Hold {
+						grp.CPUShare.Antagonist.Hold = append(grp.CPUShare.Antagonist.Hold, h.Std())
+					}
+				}
+			}
 			for _, a := range g.Antagonists {
 				grp.Antagonists = append(grp.Antagonists, core.Antagonist{At: a.At.Std(), For: a.For.Std(), Capacity: a.Capacity, Every: a.Every.Std()})
 			}

@@ -278,3 +278,42 @@ func TestEnv_EachIngressReplicaGetsItsShare(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_CPUShareReachesTheSimulator: a cpu-share group's machine
+// placement, limit, cores, thread cap (concurrency) and antagonist reach
+// the simulator as the scenario states them.
+func TestConfig_CPUShareReachesTheSimulator(t *testing.T) {
+	s, err := scenario.Parse([]byte(`
+name: share
+workload:
+  routes:
+    - name: work
+      backends:
+        - name: s
+          replicas: 8
+          mode: cpu-share
+          concurrency: 3
+          cpuShare:
+            share: 0.1
+            perMachine: 4
+            limit: hard
+            cores: 10
+            antagonist: {levels: [0.1, 0.6], hold: [4s, 1s], random: true}
+load:
+  open:
+    - {kind: constant, duration: 2s, rate: 50}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := Config(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Routes[0].Groups[0]
+	want := &core.CPUShare{Share: 0.1, PerMachine: 4, Hard: true, Threads: 3, Cores: 10,
+		Antagonist: core.MachineLoad{Levels: []float64{0.1, 0.6}, Hold: []time.Duration{4 * time.Second, time.Second}, Random: true}}
+	if g.Mode != "cpu-share" || g.Concurrency != 0 || !reflect.DeepEqual(g.CPUShare, want) {
+		t.Errorf("group mode %s, concurrency %d, cpuShare %+v; want cpu-share, 0, %+v", g.Mode, g.Concurrency, g.CPUShare, want)
+	}
+}

@@ -54,14 +54,14 @@ func tablesWanted(t *testing.T) {
 	}
 }
 
-// TestTables_Paper prints, per algorithm, one seeded run of sim-paper-70,
-// sim-paper-90 and sim-ramp (or of SIM_TABLES_SCENARIOS), a quick check
+// TestTables_Paper prints, per algorithm, one seeded run of sim-three-speeds-70,
+// sim-three-speeds-90 and sim-three-speeds-ramp (or of SIM_TABLES_SCENARIOS), a quick check
 // of the campaign numbers in the README.
 func TestTables_Paper(t *testing.T) {
 	tablesWanted(t)
 	names := os.Getenv("SIM_TABLES_SCENARIOS") // comma-separated; default all three
 	if names == "" {
-		names = "sim-paper-70,sim-paper-90,sim-ramp"
+		names = "sim-three-speeds-70,sim-three-speeds-90,sim-three-speeds-ramp"
 	}
 	for _, name := range strings.Split(names, ",") {
 		s, err := scenario.Catalogue(name)

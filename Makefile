@@ -10,7 +10,7 @@ BACKEND_BIN   := backend/target/release/prequal-backend
 # Test timeout for the whole Go suite; individual tests poll with deadlines.
 GOTEST_FLAGS  ?= -timeout 15m
 
-.PHONY: all build backend test test-go test-rust lint bench kube-bins campaign clean
+.PHONY: all build backend test test-go test-rust lint bench kube-bins campaign docs clean
 
 all: build
 
@@ -49,3 +49,7 @@ campaign: build
 
 clean:
 	rm -rf $(BIN) backend/target
+
+# Re-render every table the docs publish from its committed campaign.
+docs:
+	$(GO) test ./reports/published -run TestPublishedTablesMatchReport -update

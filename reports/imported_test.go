@@ -40,6 +40,7 @@ func writeImport(t *testing.T, dir, name string, marked bool) {
 // explicit marker (reset detail only) reads the same; a stray directory
 // is still warned about.
 func TestImportedRuns_OwnSectionOnly(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(4))
 	plain, err := reports.Render(dir, reports.Options{})
 	if err != nil {
@@ -99,6 +100,7 @@ func TestImportedRuns_OwnSectionOnly(t *testing.T) {
 // the imported runs, with a warning, instead of failing on the missing
 // histogram.hdr.
 func TestImportedRuns_InThePlan(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(3))
 	writeImport(t, dir, "k6-nginx-rr", true)
 	p := filepath.Join(dir, artifacts.CampaignFile)

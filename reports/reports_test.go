@@ -28,6 +28,7 @@ func fixture(t *testing.T, spec reportstest.Spec) string {
 }
 
 func TestBuild_GoldenReport(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(6)
 	spec.UnverifiedRuns = []int{3}
 	spec.FailRuns = []int{12}
@@ -79,6 +80,7 @@ func TestBuild_GoldenReport(t *testing.T) {
 }
 
 func TestRender_SameArtifactsSameBytes(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(4)
 	a, err := reports.Render(fixture(t, spec), reports.Options{})
 	if err != nil {
@@ -100,6 +102,7 @@ func TestRender_SameArtifactsSameBytes(t *testing.T) {
 }
 
 func TestCheck_PassesAfterBuildFailsAfterOneByte(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(4)
 	for _, target := range []string{artifacts.HistogramFile, artifacts.RunFile} {
 		t.Run(target, func(t *testing.T) {
@@ -125,6 +128,7 @@ func TestCheck_PassesAfterBuildFailsAfterOneByte(t *testing.T) {
 }
 
 func TestCheck_NamesStrayAndMissingPlots(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(4))
 	if err := reports.Build(dir, reports.Options{}); err != nil {
 		t.Fatal(err)
@@ -190,6 +194,7 @@ func flipOneByte(t *testing.T, path, kind string) {
 }
 
 func TestBuild_BadDirectoryGivesClearError(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "nope")
 	err := reports.Build(missing, reports.Options{})
 	if err == nil || !reports.IsBadInput(err) || !strings.Contains(err.Error(), missing) {
@@ -214,6 +219,7 @@ func TestBuild_BadDirectoryGivesClearError(t *testing.T) {
 }
 
 func TestAnalyze_NumbersAndSignificance(t *testing.T) {
+	t.Parallel()
 	a, err := reports.Analyze(fixture(t, reportstest.Default(6)), reports.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +267,7 @@ func TestAnalyze_NumbersAndSignificance(t *testing.T) {
 }
 
 func TestAnalyze_FewRepsWarnAndAreNeverSignificant(t *testing.T) {
+	t.Parallel()
 	a, err := reports.Analyze(fixture(t, reportstest.Default(3)), reports.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +284,7 @@ func TestAnalyze_FewRepsWarnAndAreNeverSignificant(t *testing.T) {
 }
 
 func TestWriteJSON_StableAndNullForUndefined(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(2))
 	var a, b bytes.Buffer
 	if err := reports.WriteJSON(&a, dir, reports.Options{}); err != nil {
@@ -312,6 +320,7 @@ func BenchmarkRender_SixRepsTwoAlgorithms(b *testing.B) {
 
 // The scenario's warnings recorded in campaign.json are in the report.
 func TestRender_ScenarioWarnings(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(3)
 	spec.Warnings = []string{"wrr: its weights come into force up to 11s after each reset"}
 	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})

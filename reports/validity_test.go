@@ -29,6 +29,7 @@ func metricOf(t *testing.T, a *reports.Analysis, alg, key string) reports.Metric
 }
 
 func TestAnalyze_InvalidRunsAreLeftOutWithTheirReasons(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(6)
 	// Plan indexes 1 and 2 are rep 1 of both algorithms.
 	spec.InvalidRuns = map[int][]string{1: {"host idle below 10% for 7 s of the window"}, 2: {"send-lag p99 38 ms > max(5 ms, 1% of p50)"}}
@@ -59,6 +60,7 @@ func TestAnalyze_InvalidRunsAreLeftOutWithTheirReasons(t *testing.T) {
 }
 
 func TestBuild_TooFewValidRunsSaysTheComparisonCouldNotBeMade(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(3)
 	dir := fixture(t, spec)
 	var c artifacts.Campaign
@@ -95,6 +97,7 @@ func TestBuild_TooFewValidRunsSaysTheComparisonCouldNotBeMade(t *testing.T) {
 }
 
 func TestAnalyze_FastFailingPolicyLosesOnGoodputNotHelpedByLatency(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(6)
 	// round-robin's body is as fast as prequal's, but half its requests get
 	// an instant 503.
@@ -126,6 +129,7 @@ func TestAnalyze_FastFailingPolicyLosesOnGoodputNotHelpedByLatency(t *testing.T)
 }
 
 func TestBuild_SchemaV1RendersWithANote(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(4)
 	spec.SchemaV1 = true
 	dir := fixture(t, spec)
@@ -145,6 +149,7 @@ func TestBuild_SchemaV1RendersWithANote(t *testing.T) {
 }
 
 func TestBuild_NewerSchemaRefused(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(2))
 	path := filepath.Join(dir, artifacts.CampaignFile)
 	b, err := os.ReadFile(path)
@@ -162,6 +167,7 @@ func TestBuild_NewerSchemaRefused(t *testing.T) {
 }
 
 func TestAnalyze_AWarningThatHitsEveryRunIsOneLine(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(4)
 	spec.SendLagP99Ms = map[int]float64{}
 	for i := 1; i <= 8; i++ {
@@ -186,6 +192,7 @@ func TestAnalyze_AWarningThatHitsEveryRunIsOneLine(t *testing.T) {
 }
 
 func TestAnalyze_EmptyPercentileBlockIsUnavailableNotZero(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(4))
 	path := filepath.Join(dir, "runs", artifacts.RunDirName(1, 1, firstAlg(t, dir)), artifacts.RunFile)
 	var run artifacts.Run
@@ -215,6 +222,7 @@ func TestAnalyze_EmptyPercentileBlockIsUnavailableNotZero(t *testing.T) {
 // make the algorithm look fast; it is left out of the latency figures and
 // said so.
 func TestAnalyze_RunWithoutSuccessHasNoSuccessLatency(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(6))
 	var c artifacts.Campaign
 	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.CampaignFile), &c); err != nil {

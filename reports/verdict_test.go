@@ -26,6 +26,7 @@ func judged(t *testing.T, metricKey string, rv, av []float64, others ...Comparis
 }
 
 func TestVerdict_ErrorRateWinnerWhenTheOtherSideIsAllZeros(t *testing.T) {
+	t.Parallel()
 	// prequal fails 1% of requests, round-robin none: the ratio
 	// prequal/round-robin is infinite, and round-robin must win.
 	errs := []float64{0.010, 0.012, 0.011, 0.013, 0.009, 0.0105}
@@ -48,6 +49,7 @@ func TestVerdict_ErrorRateWinnerWhenTheOtherSideIsAllZeros(t *testing.T) {
 }
 
 func TestVerdict_SignificantButInsideMinEffectIsNoMeaningfulDifference(t *testing.T) {
+	t.Parallel()
 	// The case: p99.9 801.8 vs 804.0 ms, fully separated.
 	ref := []float64{801.8, 801.9, 801.7, 801.8, 801.85, 801.75}
 	alt := []float64{804.0, 804.1, 803.9, 804.05, 804.0, 803.95}
@@ -77,6 +79,7 @@ func TestVerdict_SignificantButInsideMinEffectIsNoMeaningfulDifference(t *testin
 }
 
 func TestVerdict_HolmOverTheReportDecides(t *testing.T) {
+	t.Parallel()
 	// 6 vs 6 fully separated: raw p = 2/924 = 0.00216. Alone it is
 	// significant; in a family of 24 tests Holm multiplies it by 24 (0.052).
 	ref := []float64{10, 11, 12, 13, 14, 15}
@@ -99,6 +102,7 @@ func TestVerdict_HolmOverTheReportDecides(t *testing.T) {
 }
 
 func TestVerdict_DaggerBelowFiveRunsPerSideAndUnreachableAlpha(t *testing.T) {
+	t.Parallel()
 	c := judged(t, "p99_ms", []float64{10, 11, 12, 13}, []float64{20, 21, 22, 23, 24})
 	if !c.Small || !strings.Contains(c.Verdict, "]†") {
 		t.Errorf("4 vs 5 runs: small %v, verdict %q, want †", c.Small, c.Verdict)
@@ -119,6 +123,7 @@ func TestVerdict_DaggerBelowFiveRunsPerSideAndUnreachableAlpha(t *testing.T) {
 }
 
 func TestVerdict_IdenticalRunsStayOutOfTheHolmFamily(t *testing.T) {
+	t.Parallel()
 	// Goodput exactly at target in every run of both sides says nothing and
 	// can never reject: it must not dilute the real test.
 	o := opts(t)
@@ -139,6 +144,7 @@ func TestVerdict_IdenticalRunsStayOutOfTheHolmFamily(t *testing.T) {
 }
 
 func TestVerdict_FamilyWarningSaysTheRunsNeeded(t *testing.T) {
+	t.Parallel()
 	// Six latency tests at 4 vs 4: the smallest p (2/70 = 0.029) is above
 	// 0.05/6, and 5 runs per side (2/252 = 0.0079) would pass.
 	o := opts(t)
@@ -160,6 +166,7 @@ func TestVerdict_FamilyWarningSaysTheRunsNeeded(t *testing.T) {
 }
 
 func TestRepsWarning_AtPlanTime(t *testing.T) {
+	t.Parallel()
 	// quickstart: 3 algorithms, 2 reps → 2 pairs, 6 to 10 tests, needing
 	// 5 (latency only) or 6 (all five metrics) runs per side.
 	w := RepsWarning(3, "prequal", 2, 0.05)

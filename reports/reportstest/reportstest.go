@@ -5,9 +5,11 @@
 package reportstest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -134,7 +136,7 @@ func Write(dir string, s Spec) error {
 	if s.SchemaV1 {
 		c.SchemaVersion = 0
 	}
-	return artifacts.WriteJSON(filepath.Join(dir, artifacts.CampaignFile), c)
+	return writeJSON(filepath.Join(dir, artifacts.CampaignFile), c)
 }
 
 // sweepYAML is the protocol block that records sweeps; empty without any,
@@ -181,7 +183,7 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 	}
 	if contains(s.FailRuns, p.Index) {
 		run.Status, run.Error = artifacts.StatusFailed, "ingress exited during warmup"
-		return artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run)
+		return writeJSON(filepath.Join(runDir, artifacts.RunFile), run)
 	}
 	jitter := 1 + 0.04*rng.NormFloat64()
 	h, pess := artifacts.NewHistogram(), artifacts.NewHistogram()
@@ -252,7 +254,7 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 			return err
 		}
 	}
-	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
+	if err := writeJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
 		return err
 	}
 	var ts strings.Builder
@@ -274,14 +276,14 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		}
 		ts.WriteString("\n")
 	}
-	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), []byte(ts.String())); err != nil {
+	if err := writeFile(filepath.Join(runDir, artifacts.TimeseriesFile), []byte(ts.String())); err != nil {
 		return err
 	}
 	before, after := snapshots(s, c, p.Algorithm, prof, sent, rng)
-	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
+	if err := writeJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
 		return err
 	}
-	return artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after)
+	return writeJSON(filepath.Join(runDir, artifacts.StateAfter), after)
 }
 
 // snapshots returns per-replica admin states before and after the window.
@@ -336,12 +338,32 @@ func snapshots(s Spec, c artifacts.Campaign, alg string, prof Profile, total uin
 	return before, after
 }
 
+// writeFile writes a fixture file without fsync: a test's temporary
+// directory need not survive a crash, and fsyncing every fixture file made
+// the reporter's tests wait on the disk. The reporter's own writes (the
+// code under test) keep their fsync.
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// writeJSON is artifacts.WriteJSON's encoding without its fsync.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("reportstest: encode %s: %w", path, err)
+	}
+	return writeFile(path, append(b, '\n'))
+}
+
 func writeHist(path string, h *hdrhistogram.Histogram) error {
 	enc, err := artifacts.EncodeHistogram(h)
 	if err != nil {
 		return err
 	}
-	return artifacts.WriteFileAtomic(path, enc)
+	return writeFile(path, enc)
 }
 
 // fillV2 sets run.json's schema v2 fields from the two histograms.

@@ -102,6 +102,9 @@ type Campaign struct {
 	ResetMode string `json:"reset_mode"`
 	// Reference is the algorithm the report compares the others against.
 	Reference string `json:"reference"`
+	// PrimaryMetric is the scenario's metric for verdicts (empty in older
+	// campaigns: the report's default).
+	PrimaryMetric string `json:"primary_metric,omitempty"`
 	// Plan is every run in the order it is (or was) run.
 	Plan []PlannedRun `json:"plan"`
 	// Backends maps each backend address to its group and route.

@@ -229,11 +229,11 @@ func TestAnalyze_NumbersAndSignificance(t *testing.T) {
 	}
 	var p99 *reports.Comparison
 	for i := range a.Comparisons {
-		if a.Comparisons[i].Metric == "p99_ms" {
+		if a.Comparisons[i].Metric == "pessimistic_p99_ms" {
 			p99 = &a.Comparisons[i]
 		}
 	}
-	if p99 == nil || !p99.Significant || float64(p99.Ratio) > 0.3 || float64(p99.Hi) > 0.3 {
+	if p99 == nil || !p99.Primary || p99.Winner != "prequal" || !p99.Significant || float64(p99.Ratio) > 0.3 || float64(p99.Hi) > 0.3 {
 		t.Fatalf("p99 comparison = %+v, want prequal significantly lower (tail 60 vs 400 ms)", p99)
 	}
 	// 6 vs 6 with complete separation: exact p = 2/C(12,6).

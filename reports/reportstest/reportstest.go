@@ -74,6 +74,9 @@ type Spec struct {
 	ScenarioPolicyQRIF float64
 	// Warnings are recorded as the campaign's (the scenario's own).
 	Warnings []string
+	// PrimaryMetric is recorded as the campaign's (empty: the report's
+	// default).
+	PrimaryMetric string
 }
 
 // TimeoutMs is the request timeout the fixture's pessimistic view counts
@@ -109,7 +112,7 @@ func Write(dir string, s Spec) error {
 		},
 		Seed: s.Seed, Order: "shuffle", Algorithms: s.Algorithms, Reps: s.Reps,
 		Warmup: 5 * time.Second, Cooldown: time.Second, ResetMode: "admin", Reference: "prequal",
-		Started: base, Warnings: s.Warnings,
+		Started: base, Warnings: s.Warnings, PrimaryMetric: s.PrimaryMetric,
 	}
 	for i := 0; i < s.Fast; i++ {
 		c.Backends = append(c.Backends, artifacts.Backend{Address: fmt.Sprintf("127.0.0.1:%d", 9001+i), Group: "fast", Route: "bench"})

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/scenario"
 )
 
@@ -81,21 +82,95 @@ func primaryMeaning(ds *dataset, key string) string {
 	return "median across valid runs"
 }
 
-// validityConclusion says in a sentence or two how many runs the
-// conclusion rests on and what the validity checks left out.
+// validityConclusion says in a few sentences how many runs the
+// conclusion rests on, whose processes exhausted the host, whether the
+// invalid runs cluster in one policy, and where the host went unchecked.
 func validityConclusion(ds *dataset, a *Analysis) []string {
 	finished, valid := 0, 0
+	invalid := map[string]int{}
+	saturated, runs := map[string]int{}, map[string]int{}
+	checks := map[string]int{}
 	for _, r := range a.Runs {
-		if r.Status == "ok" {
-			finished++
-			if r.Valid {
-				valid++
-			}
+		if r.Status != "ok" {
+			continue
+		}
+		finished++
+		runs[r.Algorithm]++
+		checks[r.HostCheck]++
+		if r.Valid {
+			valid++
+		} else {
+			invalid[r.Algorithm]++
+		}
+		if r.Saturation != "" {
+			saturated[r.Algorithm]++
 		}
 	}
 	s := fmt.Sprintf("Runs: %d of %d planned finished, %d of them valid and used.", finished, len(ds.Campaign.Plan), valid)
 	if finished > valid {
 		s += " Invalid runs are listed under Validity with their reasons."
 	}
-	return []string{s}
+	out := []string{s}
+	for _, alg := range a.Campaign.Algorithms {
+		if n := saturated[alg]; n > 0 {
+			out = append(out, fmt.Sprintf("**%s's own processes exhausted the host** in %d of its %d runs (%s): this load cannot be served with %s on this host. Those runs are kept: what the policy costs is part of what it is.",
+				alg, n, runs[alg], firstSaturation(a, alg), alg))
+		}
+	}
+	if w := invalidCluster(invalid, runs, a.Campaign.Algorithms); w != "" {
+		out = append(out, "**Warning:** "+w)
+	}
+	if ds.v2() {
+		out = append(out, "Host headroom: "+hostChecks(checks)+".")
+	}
+	return out
+}
+
+// firstSaturation is the saturation sentence of alg's first saturated run.
+func firstSaturation(a *Analysis, alg string) string {
+	for _, r := range a.Runs {
+		if r.Algorithm == alg && r.Saturation != "" {
+			return "run " + fmt.Sprint(r.Index) + ": " + r.Saturation
+		}
+	}
+	return ""
+}
+
+// invalidCluster warns when the invalid runs fall mostly on one policy:
+// dropping them then leaves that policy's luckiest runs (survivorship).
+// At least two invalid runs, more than half of them on one algorithm.
+func invalidCluster(invalid, runs map[string]int, algs []string) string {
+	total := 0
+	for _, n := range invalid {
+		total += n
+	}
+	for _, alg := range algs {
+		if n := invalid[alg]; total >= 2 && 2*n > total {
+			return fmt.Sprintf("the invalid runs cluster in %s (%d of its %d runs, %d of the campaign's %d invalid runs): its remaining runs may be its luckiest, so its numbers may look better than it is.",
+				alg, n, runs[alg], n, total)
+		}
+	}
+	return ""
+}
+
+// hostChecks summarises the runs' host-headroom checks, saying "not
+// checked" wherever no check ran.
+func hostChecks(checks map[string]int) string {
+	var parts []string
+	for _, k := range []struct{ key, say string }{
+		{artifacts.HostCheckPassed, "passed"},
+		{artifacts.HostCheckSaturated, "exhausted by the campaign's own processes"},
+		{artifacts.HostCheckOutside, "taken by outside processes (run invalid)"},
+		{artifacts.HostCheckSkipped, "skipped (host-bound scenario)"},
+		{artifacts.HostCheckNotMeasured, "not checked (no host CPU reading: simulator, cluster or imported run)"},
+		{"", "not recorded (artifacts older than the attributed check)"},
+	} {
+		if n := checks[k.key]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s in %d run(s)", k.say, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no finished run"
+	}
+	return strings.Join(parts, ", ")
 }

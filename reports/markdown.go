@@ -12,6 +12,7 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/prequalbench/prequalbench/stats"
 )
@@ -333,8 +334,26 @@ func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
 			rows = append(rows, []string{fmt.Sprintf("%d", r.Index), r.Algorithm, reasons})
 		}
 	}
+	var saturated [][]string
+	checks := map[string]int{}
+	for _, r := range a.Runs {
+		if r.Status == "ok" {
+			checks[r.HostCheck]++
+			if r.Saturation != "" {
+				saturated = append(saturated, []string{fmt.Sprintf("%d", r.Index), r.Algorithm, r.Saturation})
+			}
+		}
+	}
+	fmt.Fprintf(w, "Each run checks its own measurement: the generator kept its schedule, the connection cap did not queue the load, "+
+		"and the host had headroom left by processes outside the campaign (a second without headroom is charged to the campaign's "+
+		"own processes, generator, ingress and backends, when the processes outside it used less than %g%% of the host). Host headroom: %s.\n\n",
+		artifacts.HostOutsideFloor, hostChecks(checks))
+	if len(saturated) > 0 {
+		fmt.Fprintf(w, "Runs whose own processes exhausted the host (kept: the policy's cost on this host is part of the result):\n\n")
+		mdTable(w, []string{"#", "algorithm", "what it used"}, saturated, 0)
+	}
 	if len(rows) == 0 {
-		fmt.Fprintf(w, "Every finished run (%d) passed its own validity check (host headroom, generator on schedule).\n\n", finished)
+		fmt.Fprintf(w, "Every finished run (%d) passed the checks that ran.\n\n", finished)
 		return
 	}
 	fmt.Fprintf(w, "%d of %d finished runs are **invalid** and left out of the headline, the comparisons, the shares and the plots:\n\n", len(rows), finished)

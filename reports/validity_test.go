@@ -254,3 +254,75 @@ func TestAnalyze_RunWithoutSuccessHasNoSuccessLatency(t *testing.T) {
 		t.Errorf("warnings do not name the run without a success:\n%s", joined)
 	}
 }
+
+// A policy whose own processes exhausted the host is said to be unable to
+// serve the load here, its runs kept; invalid runs clustering in one
+// policy are warned about; a campaign without host readings says "not
+// checked", never that the host check passed.
+func TestRender_AttributedValidity(t *testing.T) {
+	t.Parallel()
+	spec := reportstest.Default(4)
+	sat := "the campaign's own processes used 95% of the host (generator 10%, ingress 70%, backends 15%; median of the 5 s of the window's 20 without headroom): this load cannot be served with this policy on this host"
+	spec.SaturatedRuns = map[int]string{}
+	for _, p := range planOf(t, fixture(t, spec)) {
+		if p.Algorithm == "prequal" {
+			spec.SaturatedRuns[p.Index] = sat
+		}
+	}
+	dir := fixture(t, spec)
+	a, err := reports.Analyze(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Algorithms[0].Runs != 4 || a.Algorithms[1].Runs != 4 {
+		t.Fatalf("saturated runs dropped: %+v", a.Algorithms)
+	}
+	md := render(t, dir)
+	top := strings.Join(strings.Split(md, "\n")[:min(40, strings.Count(md, "\n"))], "\n")
+	for _, want := range []string{"**prequal's own processes exhausted the host** in 4 of its 4 runs", "this load cannot be served with prequal on this host",
+		"Host headroom: passed in 4 run(s), exhausted by the campaign's own processes in 4 run(s)"} {
+		if !strings.Contains(top, want) {
+			t.Errorf("the first 40 lines lack %q:\n%s", want, top)
+		}
+	}
+
+	// Invalid runs all on round-robin: a survivorship warning.
+	spec = reportstest.Default(4)
+	plan := planOf(t, fixture(t, spec))
+	spec.InvalidRuns = map[int][]string{}
+	for _, p := range plan {
+		if p.Algorithm == "round-robin" && p.Rep <= 2 {
+			spec.InvalidRuns[p.Index] = []string{"host idle below 10% for 5 s of the window's 20 (at most 3 s allowed), with processes outside the campaign using up to 60% of the host"}
+		}
+	}
+	md = render(t, fixture(t, spec))
+	if !strings.Contains(md, "**Warning:** the invalid runs cluster in round-robin (2 of its 4 runs, 2 of the campaign's 2 invalid runs)") {
+		t.Errorf("no cluster warning:\n%s", md[:min(len(md), 3000)])
+	}
+
+	// The simulator's runs have no host reading.
+	spec = reportstest.Default(4)
+	spec.HostUnchecked = true
+	md = render(t, fixture(t, spec))
+	if !strings.Contains(md, "Host headroom: not checked (no host CPU reading") || strings.Contains(md, "host headroom, generator on schedule") {
+		t.Errorf("unchecked host not said:\n%s", md[:min(len(md), 3000)])
+	}
+}
+
+func render(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := reports.Render(dir, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(files[artifacts.ReportFile])
+}
+
+func planOf(t *testing.T, dir string) []artifacts.PlannedRun {
+	t.Helper()
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.Plan
+}

@@ -74,6 +74,12 @@ type Spec struct {
 	ScenarioPolicyQRIF float64
 	// Warnings are recorded as the campaign's (the scenario's own).
 	Warnings []string
+	// SaturatedRuns maps plan indexes to the saturation sentence of runs
+	// whose own processes exhausted the host (valid runs).
+	SaturatedRuns map[int]string
+	// HostUnchecked records every run's host check as not measured (as
+	// the simulator's runs are).
+	HostUnchecked bool
 	// PrimaryMetric is recorded as the campaign's (empty: the report's
 	// default).
 	PrimaryMetric string
@@ -389,9 +395,19 @@ func fillV2(run *artifacts.Run, s Spec, p artifacts.PlannedRun, h, pess *hdrhist
 	if l.ConnCapBound > 0 {
 		l.ConnWait.P99, l.ConnWait.P999, l.ConnWait.Max = 40, 120, 300
 	}
-	run.Validity = artifacts.Validity{Valid: true}
+	check := artifacts.HostCheckPassed
+	if s.HostUnchecked {
+		check = artifacts.HostCheckNotMeasured
+	}
+	run.Validity = artifacts.Validity{Valid: true, HostCheck: check}
+	if sat, ok := s.SaturatedRuns[p.Index]; ok {
+		run.Validity.HostCheck, run.Validity.Saturation = artifacts.HostCheckSaturated, sat
+	}
 	if reasons, ok := s.InvalidRuns[p.Index]; ok {
-		run.Validity = artifacts.Validity{Valid: false, Reasons: reasons}
+		run.Validity.Valid, run.Validity.Reasons = false, reasons
+		if strings.Contains(strings.Join(reasons, " "), "host idle") {
+			run.Validity.HostCheck = artifacts.HostCheckOutside
+		}
 	}
 	return nil
 }

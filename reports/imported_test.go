@@ -73,9 +73,12 @@ func TestImportedRuns_OwnSectionOnly(t *testing.T) {
 	}
 	// Without the section and the stray warning, the report is the one
 	// without imports, byte for byte.
+	// The digests, which list the imported files too, are compared apart.
 	rest := md[:start] + md[end:]
 	rest = strings.Replace(rest, "- run directory runs/99-stray is not in the campaign plan and was ignored\n", "", 1)
-	if p := string(plain[artifacts.ReportFile]); rest != p {
+	rest, _, _ = strings.Cut(rest, "## Artifact digests")
+	p, _, _ := strings.Cut(string(plain[artifacts.ReportFile]), "## Artifact digests")
+	if rest != p {
 		t.Errorf("the import changed the rest of the report")
 	}
 	for name, b := range plain {

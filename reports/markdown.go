@@ -79,6 +79,7 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 		}
 	}
 	writeAppendix(w, ds, a)
+	writeDigests(w, ds.Digests)
 }
 
 // mdTable writes one markdown table; columns listed in right are

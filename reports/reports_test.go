@@ -104,7 +104,9 @@ func TestRender_SameArtifactsSameBytes(t *testing.T) {
 func TestCheck_PassesAfterBuildFailsAfterOneByte(t *testing.T) {
 	t.Parallel()
 	spec := reportstest.Default(4)
-	for _, target := range []string{artifacts.HistogramFile, artifacts.RunFile} {
+	// Every artifact file, whether the report reads it or not.
+	for _, target := range []string{artifacts.HistogramFile, artifacts.RunFile, artifacts.PessimisticHistogramFile,
+		artifacts.SendLagHistogramFile, artifacts.ConnWaitHistogramFile, artifacts.TimeseriesFile, artifacts.StateBefore} {
 		t.Run(target, func(t *testing.T) {
 			dir := fixture(t, spec)
 			if err := reports.Build(dir, reports.Options{}); err != nil {
@@ -122,6 +124,12 @@ func TestCheck_PassesAfterBuildFailsAfterOneByte(t *testing.T) {
 			var ce *reports.CheckError
 			if errors.As(err, &ce) && !strings.Contains(err.Error(), "REPORT.md") {
 				t.Errorf("error %q does not name REPORT.md", err)
+			}
+			// A file the report decodes may fail to decode, naming its
+			// path; otherwise the digests name it.
+			rel := "runs/" + artifacts.RunDirName(1, 1, firstAlg(t, dir)) + "/" + target
+			if !strings.Contains(err.Error(), "artifacts changed since the report was built: "+rel) && !strings.Contains(filepath.ToSlash(err.Error()), rel+":") {
+				t.Errorf("error %q does not name the changed artifact", err)
 			}
 		})
 	}

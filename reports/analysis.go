@@ -510,6 +510,12 @@ func analyze(ds *dataset, o Options) *Analysis {
 			res.Metrics = append(res.Metrics, mr)
 		}
 		a.Algorithms = append(a.Algorithms, res)
+		if n, m := len(byAlg[alg]), len(values(alg, metricByKey("p50_ms"))); m < n {
+			// Said, not silent: a run that failed every request has no
+			// success latency, so those cells rest on fewer runs.
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%d of %s's %d valid runs had no success: its success-latency cells rest on %d run(s); goodput, error rate and the pessimistic view count them",
+				n-m, alg, n, m))
+		}
 		switch n := len(byAlg[alg]); {
 		case n == 0:
 			issues = append(issues, runIssue{issueNoValidRun, alg, ""})

@@ -253,6 +253,9 @@ func TestAnalyze_RunWithoutSuccessHasNoSuccessLatency(t *testing.T) {
 	if !strings.Contains(joined, "No successful request") || !strings.Contains(joined, p.Dir[strings.LastIndex(p.Dir, "/")+1:]) {
 		t.Errorf("warnings do not name the run without a success:\n%s", joined)
 	}
+	if !strings.Contains(joined, "1 of "+p.Algorithm+"'s 6 valid runs had no success: its success-latency cells rest on 5 run(s)") {
+		t.Errorf("warnings do not say the latency cells rest on fewer runs:\n%s", joined)
+	}
 }
 
 // A policy whose own processes exhausted the host is said to be unable to

@@ -37,7 +37,7 @@ func writeConclusion(w io.Writer, ds *dataset, a *Analysis) {
 			}
 		}
 		for _, nc := range a.NotCompared {
-			fmt.Fprintf(w, "- **No verdict** for %s vs %s: %s.\n", ref, nc.Algorithm, nc.Reason)
+			fmt.Fprintf(w, "- **No verdict**: %s.\n", nc.Reason)
 		}
 		fmt.Fprintln(w)
 	}

@@ -193,7 +193,7 @@ func judge(c *Comparison, m metric, family int, familyBlocked bool, o Options) (
 	}
 	rm, am := float64(c.RefMedian), float64(c.OtherMedian)
 	if c.Identical {
-		return OutcomeSame, "", fmt.Sprintf("%s and %s had the same %s in every run: no difference to test", c.Reference, c.Algorithm, m.Label)
+		return OutcomeSame, "", fmt.Sprintf("%s and %s had the same %s in every run: no difference to test (a primary metric that saturates, such as a pessimistic percentile at the timeout under overload, cannot rank; declare protocol.primaryMetric goodput_rps for such a scenario)", c.Reference, c.Algorithm, m.Label)
 	}
 	hd := head(c, m) + fmt.Sprintf(", p = %s", fmtP(float64(c.P)))
 	if family > 1 {

@@ -174,3 +174,22 @@ func hostChecks(checks map[string]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// Verdicts are the conclusion's lines, one per pair compared with the
+// reference on the primary metric (verdict or why there is none), for a
+// terminal after a campaign: the same sentences REPORT.md opens with.
+func Verdicts(a *Analysis) []string {
+	var out []string
+	if a.Campaign.PrimaryMetric == scenario.PrimaryNone {
+		return []string{"no verdicts: the scenario declares no primary metric (descriptive campaign)"}
+	}
+	for _, c := range a.Comparisons {
+		if c.Primary {
+			out = append(out, strings.ReplaceAll(conclusionLine(c), "**", ""))
+		}
+	}
+	for _, nc := range a.NotCompared {
+		out = append(out, "No verdict: "+nc.Reason+".")
+	}
+	return out
+}

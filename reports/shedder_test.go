@@ -123,3 +123,15 @@ func TestRender_ConclusionWithinFirst40Lines(t *testing.T) {
 		t.Error("the conclusion comes after the setup")
 	}
 }
+
+func TestVerdicts_AreTheConclusionLines(t *testing.T) {
+	t.Parallel()
+	a, err := reports.Analyze(fixture(t, reportstest.Default(6)), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reports.Verdicts(a)
+	if len(v) != 1 || !strings.HasPrefix(v[0], "prequal is better than round-robin. prequal pessimistic p99 is") || strings.Contains(v[0], "**") {
+		t.Errorf("verdicts %q", v)
+	}
+}

@@ -316,6 +316,15 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			return fmt.Errorf("report: %w", err)
 		}
 		fmt.Fprintf(out, "report:    %s\n", filepath.Join(res.Dir, "REPORT.md"))
+		// The report's conclusion, so a terminal run ends with its verdict.
+		a, err := reports.Analyze(res.Dir, reports.Options{})
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		fmt.Fprintf(out, "\nverdict on %s:\n", a.Campaign.PrimaryMetric)
+		for _, v := range reports.Verdicts(a) {
+			fmt.Fprintf(out, "  %s\n", v)
+		}
 	}
 	return nil
 }

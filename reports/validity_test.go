@@ -264,10 +264,16 @@ func TestAnalyze_RunWithoutSuccessHasNoSuccessLatency(t *testing.T) {
 // checked", never that the host check passed.
 func TestRender_AttributedValidity(t *testing.T) {
 	t.Parallel()
-	spec := reportstest.Default(4)
+	small := func() reportstest.Spec {
+		s := reportstest.Default(4)
+		s.Requests = 600 // the validity sentences are tested, not the statistics
+		return s
+	}
+	spec := small()
+	plan := planOf(t, fixture(t, spec)) // the same seed gives the same plan below
 	sat := "the campaign's own processes used 95% of the host (generator 10%, ingress 70%, backends 15%; median of the 5 s of the window's 20 without headroom): this load cannot be served with this policy on this host"
 	spec.SaturatedRuns = map[int]string{}
-	for _, p := range planOf(t, fixture(t, spec)) {
+	for _, p := range plan {
 		if p.Algorithm == "prequal" {
 			spec.SaturatedRuns[p.Index] = sat
 		}
@@ -290,8 +296,7 @@ func TestRender_AttributedValidity(t *testing.T) {
 	}
 
 	// Invalid runs all on round-robin: a survivorship warning.
-	spec = reportstest.Default(4)
-	plan := planOf(t, fixture(t, spec))
+	spec = small()
 	spec.InvalidRuns = map[int][]string{}
 	for _, p := range plan {
 		if p.Algorithm == "round-robin" && p.Rep <= 2 {
@@ -304,7 +309,7 @@ func TestRender_AttributedValidity(t *testing.T) {
 	}
 
 	// The simulator's runs have no host reading.
-	spec = reportstest.Default(4)
+	spec = small()
 	spec.HostUnchecked = true
 	md = render(t, fixture(t, spec))
 	if !strings.Contains(md, "Host headroom: not checked (no host CPU reading") || strings.Contains(md, "host headroom, generator on schedule") {

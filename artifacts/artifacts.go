@@ -102,6 +102,9 @@ type Campaign struct {
 	ResetMode string `json:"reset_mode"`
 	// Reference is the algorithm the report compares the others against.
 	Reference string `json:"reference"`
+	// PrimaryMetric is the scenario's metric for verdicts (empty in older
+	// campaigns: the report's default).
+	PrimaryMetric string `json:"primary_metric,omitempty"`
 	// Plan is every run in the order it is (or was) run.
 	Plan []PlannedRun `json:"plan"`
 	// Backends maps each backend address to its group and route.
@@ -255,7 +258,38 @@ const ImportedK6 = "k6"
 type Validity struct {
 	Valid   bool     `json:"valid"`
 	Reasons []string `json:"reasons,omitempty"`
+	// HostCheck is the outcome of the host-headroom check (HostCheck*);
+	// empty in artifacts older than the field.
+	HostCheck string `json:"host_check,omitempty"`
+	// Saturation says how much of the host the campaign's own processes
+	// used when they, not an outside process, left it without headroom:
+	// the run stays valid, and the report says this policy cannot serve
+	// this load on this host.
+	Saturation string `json:"saturation,omitempty"`
 }
+
+// HostOutsideFloor is the share of the host (percent of all CPUs) that
+// processes outside the campaign must take in a second without headroom
+// for that second to count against a run; below it, the campaign's own
+// processes exhausted the host.
+const HostOutsideFloor = 20.0
+
+// Outcomes of a run's host-headroom check.
+const (
+	// HostCheckPassed: the host had headroom.
+	HostCheckPassed = "passed"
+	// HostCheckOutside: processes outside the campaign took the host; the
+	// run is invalid.
+	HostCheckOutside = "outside interference"
+	// HostCheckSaturated: the campaign's own processes exhausted the
+	// host; the run is valid, see Saturation.
+	HostCheckSaturated = "saturated by the campaign's own processes"
+	// HostCheckNotMeasured: no host CPU reading (simulator, kube, import).
+	HostCheckNotMeasured = "not checked"
+	// HostCheckSkipped: a host-bound scenario, which saturates the host
+	// by design.
+	HostCheckSkipped = "skipped (host-bound scenario)"
+)
 
 // Percentiles summarise one histogram, in milliseconds.
 type Percentiles struct {

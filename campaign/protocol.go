@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
@@ -110,7 +111,7 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return err
 	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound)
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, runtime.NumCPU())
 	for _, h := range []struct {
 		file string
 		h    *hdrhistogram.Histogram

@@ -226,6 +226,7 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *di
 		Cooldown:      p.Cooldown.Std(),
 		ResetMode:     p.Reset,
 		Reference:     p.Reference,
+		PrimaryMetric: p.PrimaryMetric,
 		Plan:          plan,
 		Warnings:      warnings,
 		Started:       start,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/load"
+	"github.com/prequalbench/prequalbench/stats"
 )
 
 // Thresholds of a run's validity check (judge). A run that breaks one
@@ -22,6 +23,13 @@ const (
 	// (HostBusyShare), so 3 of a 4 s window cannot pass.
 	HostBusySeconds = 3
 	HostBusyShare   = 0.25
+	// OutsideFloor is the share of the host (percent of all CPUs) that
+	// processes outside the campaign (neither the generator, the ingress
+	// replicas nor the backends) must take in a busy second for that
+	// second to count against the run: below it, the campaign's own
+	// processes exhausted the host, which is the policy's cost on this
+	// host, reported as such rather than discarded.
+	OutsideFloor = artifacts.HostOutsideFloor
 	// SendLagFloor and SendLagShare bound the send-lag p99: at most
 	// max(SendLagFloor, SendLagShare × the success p50). Below 5 ms lag is
 	// timer granularity and scheduling noise; above 1% of the p50 the
@@ -35,24 +43,43 @@ const (
 	CapBoundShare = 0.001
 )
 
-// judge checks one run's measurement: the host had headroom, the
-// generator kept its schedule and the connection cap did not queue the
-// load. Each failed check adds a reason. inFlightBound is the most
-// requests the load can have in flight while each ends within the timeout
-// (scenario.Load.InFlightBound; 0 = unknown): a cap at or above it binds
-// only when requests are failing by the timeout anyway, as in an overload
-// scenario, which measures exactly those failures. Its binding is then
-// reported (the report's warnings), not a reason to discard the run.
+// judge checks one run's measurement: the host had headroom left by
+// processes outside the campaign, the generator kept its schedule and the
+// connection cap did not queue the load. Each failed check adds a reason.
+// inFlightBound is the most requests the load can have in flight while
+// each ends within the timeout (scenario.Load.InFlightBound; 0 = unknown):
+// a cap at or above it binds only when requests are failing by the
+// timeout anyway, as in an overload scenario, which measures exactly
+// those failures. Its binding is then reported (the report's warnings),
+// not a reason to discard the run.
 //
-// hostBound (scenario protocol.hostBound) skips the host-idle check: the
-// scenario measures the saturated host's throughput itself.
-func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, hostBound bool) artifacts.Validity {
+// A second without host headroom is attributed: when the campaign's own
+// processes (cpus is the host's CPU count, to put their per-CPU readings
+// on the host's scale) used all but OutsideFloor of the host, the run
+// stays valid and Validity.Saturation says so; otherwise an outside
+// process took the host and the run is invalid. hostBound (scenario
+// protocol.hostBound) skips the host check: the scenario measures the
+// saturated host's throughput itself.
+func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, hostBound bool, cpus int) artifacts.Validity {
 	var reasons []string
-	if busy, measured := busySeconds(series); measured > 0 && !hostBound {
-		allowed := min(HostBusySeconds, int(math.Ceil(HostBusyShare*float64(measured))))
-		if busy > allowed {
-			reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window's %d (at most %d s allowed): the host, not the system, set the pace",
-				HostIdleFloor, busy, measured, allowed))
+	h := attribute(series, cpus)
+	check := artifacts.HostCheckPassed
+	var saturation string
+	switch {
+	case h.measured == 0:
+		check = artifacts.HostCheckNotMeasured
+	case hostBound:
+		check = artifacts.HostCheckSkipped
+	default:
+		allowed := min(HostBusySeconds, int(math.Ceil(HostBusyShare*float64(h.measured))))
+		if h.outside > allowed {
+			check = artifacts.HostCheckOutside
+			reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window's %d (at most %d s allowed), with processes outside the campaign using up to %.0f%% of the host: outside interference, not the system, set the pace",
+				HostIdleFloor, h.outside, h.measured, allowed, h.outsidePeak))
+		} else if h.own > allowed {
+			check = artifacts.HostCheckSaturated
+			saturation = fmt.Sprintf("the campaign's own processes used %.0f%% of the host (generator %.0f%%, ingress %.0f%%, backends %.0f%%; median of the %d s of the window's %d without headroom): this load cannot be served with this policy on this host",
+				h.ownMedian, h.gen, h.ingress, h.backends, h.own, h.measured)
 		}
 	}
 	if l.SendLag.Count > 0 {
@@ -77,22 +104,56 @@ func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, 
 	if l.Outstanding > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d requests of the window were still unanswered when the run stopped waiting", l.Outstanding))
 	}
-	return artifacts.Validity{Valid: len(reasons) == 0, Reasons: reasons}
+	return artifacts.Validity{Valid: len(reasons) == 0, Reasons: reasons, HostCheck: check, Saturation: saturation}
 }
 
-// busySeconds counts the window's seconds with the host idle below
-// HostIdleFloor, out of the measured seconds (those with a host reading).
-func busySeconds(series []load.Second) (busy, measured int) {
+// hostUse is a window's busy seconds, attributed.
+type hostUse struct {
+	// measured seconds had a host reading; outside and own count those
+	// below HostIdleFloor, by whose CPU it was.
+	measured, outside, own int
+	// outsidePeak is the most outside processes took of the host in an
+	// outside-busy second; ownMedian and the groups the median share of
+	// the host of the campaign's processes over the own-busy seconds.
+	outsidePeak                       float64
+	ownMedian, gen, ingress, backends float64
+}
+
+// attribute sorts the window's seconds without host headroom into those
+// an outside process caused and those the campaign's own processes did.
+// A process group without a reading counts as using nothing, so an
+// environment that cannot see its processes blames the outside, as a
+// check without attribution would.
+func attribute(series []load.Second, cpus int) hostUse {
+	var h hostUse
+	cpus = max(cpus, 1)
+	share := func(v float64) float64 {
+		if math.IsNaN(v) {
+			return 0
+		}
+		return v / float64(cpus)
+	}
+	var own, gen, in, be []float64
 	for _, s := range series {
 		if s.CPU == nil || math.IsNaN(s.CPU.HostIdle) {
 			continue
 		}
-		measured++
-		if s.CPU.HostIdle < HostIdleFloor {
-			busy++
+		h.measured++
+		if s.CPU.HostIdle >= HostIdleFloor {
+			continue
 		}
+		g, i, b := share(s.CPU.Generator), share(s.CPU.Ingress), share(s.CPU.Backends)
+		outside := 100 - s.CPU.HostIdle - (g + i + b)
+		if outside >= OutsideFloor {
+			h.outside++
+			h.outsidePeak = max(h.outsidePeak, outside)
+			continue
+		}
+		h.own++
+		own, gen, in, be = append(own, g+i+b), append(gen, g), append(in, i), append(be, b)
 	}
-	return busy, measured
+	h.ownMedian, h.gen, h.ingress, h.backends = stats.Median(own), stats.Median(gen), stats.Median(in), stats.Median(be)
+	return h
 }
 
 // hostOf returns the host:port of a URL, or the URL itself when it does

@@ -54,34 +54,34 @@ func TestJudge_HostWithoutHeadroomIsInvalid(t *testing.T) {
 	// 9.5% idle (below the 10% floor), 40 is 20%.
 	busy4 := []uint64{40, 19, 19, 40, 19, 40, 19, 40, 40, 40}
 	busy3 := []uint64{40, 19, 19, 40, 19, 40, 40, 40, 40, 40}
-	v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400, false)
+	v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400, false, 2)
 	if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], "host idle below 10% for 4 s of the window's 10") {
 		t.Errorf("4 busy seconds: %+v; want invalid, host idle below 10%% for 4 s", v)
 	}
 	// A host-bound scenario saturates the host by design: the busy
 	// seconds are what it measures, not a reason to discard the run.
-	if v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400, true); !v.Valid {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, busy4), 4400, true, 2); !v.Valid {
 		t.Errorf("4 busy seconds in a host-bound scenario: %+v, want valid", v)
 	}
-	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3), 4400, false); !v.Valid {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, busy3), 4400, false, 2); !v.Valid {
 		t.Errorf("3 busy seconds (the allowance): %+v, want valid", v)
 	}
 	// A short window may have at most a quarter of its seconds busy: 2 of
 	// 4 is saturation, 1 of 4 the odd burst.
-	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 19, 40}), 4400, false); v.Valid || !strings.Contains(v.Reasons[0], "2 s of the window's 4 (at most 1 s allowed)") {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 19, 40}), 4400, false, 2); v.Valid || !strings.Contains(v.Reasons[0], "2 s of the window's 4 (at most 1 s allowed)") {
 		t.Errorf("2 busy seconds of 4: %+v, want invalid", v)
 	}
-	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 40, 40}), 4400, false); !v.Valid {
+	if v := judge(healthyLoad(), seriesFromProcStat(t, []uint64{19, 40, 40, 40}), 4400, false, 2); !v.Valid {
 		t.Errorf("1 busy second of 4: %+v, want valid", v)
 	}
 	// No host readings (kube env, simulator): nothing to judge the host by.
-	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}, 4400, false); !v.Valid {
+	if v := judge(healthyLoad(), []load.Second{{Second: 0}, {Second: 1}}, 4400, false, 2); !v.Valid {
 		t.Errorf("no CPU readings: %+v, want valid", v)
 	}
 }
 
 func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
-	if v := judge(healthyLoad(), nil, 4400, false); !v.Valid || len(v.Reasons) != 0 {
+	if v := judge(healthyLoad(), nil, 4400, false, 2); !v.Valid || len(v.Reasons) != 0 {
 		t.Errorf("healthy: %+v, want valid without reasons", v)
 	}
 	for _, tc := range []struct {
@@ -97,7 +97,7 @@ func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
 	} {
 		l := healthyLoad()
 		tc.edit(&l)
-		v := judge(l, nil, 4400, false)
+		v := judge(l, nil, 4400, false, 2)
 		if v.Valid || len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], tc.want) {
 			t.Errorf("%s: %+v, want invalid: %q", tc.name, v, tc.want)
 		}
@@ -106,7 +106,7 @@ func TestJudge_GeneratorBehindAndCapBinding(t *testing.T) {
 	// of cap waits.
 	l := healthyLoad()
 	l.Success.P50, l.SendLag.P99, l.ConnCapBound = 1200, 12, 10
-	if v := judge(l, nil, 4400, false); !v.Valid {
+	if v := judge(l, nil, 4400, false, 2); !v.Valid {
 		t.Errorf("within limits: %+v, want valid", v)
 	}
 }
@@ -119,13 +119,13 @@ func TestJudge_CapAtTheInFlightBoundDoesNotInvalidateAnOverload(t *testing.T) {
 	overload := healthyLoad()
 	overload.Timeouts, overload.Errors, overload.ErrorRate = 6000, 6000, 0.6
 	overload.ConnCapBound = 900 // 9% waited: the run is at its timeouts
-	if v := judge(overload, nil, 4400, false); !v.Valid {
+	if v := judge(overload, nil, 4400, false, 2); !v.Valid {
 		t.Errorf("cap 4400 = rate × timeout: %+v, want valid", v)
 	}
-	if v := judge(overload, nil, 4401, false); v.Valid || !strings.Contains(v.Reasons[0], "below the 4401 in flight") {
+	if v := judge(overload, nil, 4401, false, 2); v.Valid || !strings.Contains(v.Reasons[0], "below the 4401 in flight") {
 		t.Errorf("cap 4400 < bound 4401: %+v, want invalid", v)
 	}
-	if v := judge(overload, nil, 0, false); v.Valid || strings.Contains(v.Reasons[0], "below the") {
+	if v := judge(overload, nil, 0, false, 2); v.Valid || strings.Contains(v.Reasons[0], "below the") {
 		t.Errorf("bound unknown: %+v, want invalid without a bound in the reason", v)
 	}
 }
@@ -151,7 +151,7 @@ func TestJudge_EveryRequestTimingOutIsAValidMeasurement(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := res.Summary()
-		return s, judge(s, nil, l.InFlightBound(), false)
+		return s, judge(s, nil, l.InFlightBound(), false, 2)
 	}
 	s, v := run(int(l.InFlightBound()))
 	if s.Sent == 0 || s.Timeouts != s.Sent || s.Outstanding != 0 || s.Dropped != 0 || s.Succeeded != 0 {
@@ -168,5 +168,45 @@ func TestJudge_EveryRequestTimingOutIsAValidMeasurement(t *testing.T) {
 	s, v = run(5)
 	if s.ConnCapBound == 0 || v.Valid || !strings.Contains(strings.Join(v.Reasons, "\n"), "at the cap of 5, below the 20 in flight") {
 		t.Errorf("cap 5 < 20: cap bound %d, validity %+v; want invalid by the cap", s.ConnCapBound, v)
+	}
+}
+
+// withOwn gives each second of a series the campaign's own CPU use, in
+// percent of one CPU per group (as the sampler reports it).
+func withOwn(series []load.Second, gen, ingress, backends float64) []load.Second {
+	for i := range series {
+		c := *series[i].CPU
+		c.Generator, c.Ingress, c.Backends = gen, ingress, backends
+		series[i].CPU = &c
+	}
+	return series
+}
+
+func TestJudge_HostBusyIsAttributed(t *testing.T) {
+	busy4 := []uint64{40, 19, 19, 40, 19, 40, 19, 40, 40, 40} // 9.5% idle in 4 s
+	// An outside process: the campaign used 40% of one CPU (20% of the
+	// host), so others took about 70% of the host.
+	v := judge(healthyLoad(), withOwn(seriesFromProcStat(t, busy4), 10, 20, 10), 4400, false, 2)
+	if v.Valid || v.HostCheck != artifacts.HostCheckOutside || !strings.Contains(v.Reasons[0], "processes outside the campaign using up to 70% of the host") {
+		t.Errorf("outside process: %+v; want invalid for outside interference", v)
+	}
+	// The campaign's own processes: generator 30%, ingress 100% (the
+	// prober), backends 50% of one CPU = 90% of the 2-CPU host.
+	v = judge(healthyLoad(), withOwn(seriesFromProcStat(t, busy4), 30, 100, 50), 4400, false, 2)
+	if !v.Valid || v.HostCheck != artifacts.HostCheckSaturated ||
+		!strings.Contains(v.Saturation, "used 90% of the host (generator 15%, ingress 50%, backends 25%") ||
+		!strings.Contains(v.Saturation, "cannot be served with this policy on this host") {
+		t.Errorf("own saturation: %+v; want valid with the saturation said", v)
+	}
+	// No reading of the host at all (the simulator): not checked.
+	if v := judge(healthyLoad(), []load.Second{{Second: 0}}, 4400, false, 2); !v.Valid || v.HostCheck != artifacts.HostCheckNotMeasured {
+		t.Errorf("no readings: %+v; want valid, host check not measured", v)
+	}
+	if v := judge(healthyLoad(), withOwn(seriesFromProcStat(t, busy4), 0, 0, 0), 4400, true, 2); !v.Valid || v.HostCheck != artifacts.HostCheckSkipped {
+		t.Errorf("host-bound: %+v; want the check skipped", v)
+	}
+	v = judge(healthyLoad(), seriesFromProcStat(t, []uint64{40, 40, 40}), 4400, false, 2)
+	if !v.Valid || v.HostCheck != artifacts.HostCheckPassed {
+		t.Errorf("headroom: %+v; want passed", v)
 	}
 }

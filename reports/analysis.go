@@ -12,6 +12,7 @@ import (
 	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 	"github.com/prequalbench/prequalbench/loadbalancer"
+	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/prequalbench/prequalbench/stats"
 )
 
@@ -38,6 +39,9 @@ type metric struct {
 	// Holm family); the others are shown beside them.
 	Tested bool
 	get    func(runMetrics) float64
+	// floor > 0 compares the metric as a rate: by the difference of
+	// medians against this absolute floor, not by their ratio.
+	floor float64
 }
 
 // runMetrics are the headline numbers of one run.
@@ -60,23 +64,23 @@ func orNaN(p artifacts.Percentiles, v float64) float64 {
 // latency, and the pessimistic view beside them (not tested: it repeats
 // the error rate at the timeout).
 var metricsV2 = []metric{
-	{"goodput_rps", "goodput", "req/s", false, true, func(m runMetrics) float64 { return m.Goodput }},
-	{"error_rate", "error rate", "%", true, true, func(m runMetrics) float64 { return m.ErrorRate }},
-	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }},
-	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }},
-	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }},
-	{"pessimistic_p99_ms", "pessimistic p99", "ms", true, false, func(m runMetrics) float64 { return m.PessP99 }},
-	{"pessimistic_p999_ms", "pessimistic p99.9", "ms", true, false, func(m runMetrics) float64 { return m.PessP999 }},
+	{"goodput_rps", "goodput", "req/s", false, true, func(m runMetrics) float64 { return m.Goodput }, 0},
+	{"error_rate", "error rate", "%", true, true, func(m runMetrics) float64 { return m.ErrorRate }, errorRateFloor},
+	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }, 0},
+	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }, 0},
+	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }, 0},
+	{"pessimistic_p99_ms", "pessimistic p99", "ms", true, false, func(m runMetrics) float64 { return m.PessP99 }, 0},
+	{"pessimistic_p999_ms", "pessimistic p99.9", "ms", true, false, func(m runMetrics) float64 { return m.PessP999 }, 0},
 }
 
 // metricsV1 are what schema v1 artifacts hold: throughput of in-window
 // completions and latency of every answer, errors included.
 var metricsV1 = []metric{
-	{"throughput_rps", "throughput", "req/s", false, true, func(m runMetrics) float64 { return m.Throughput }},
-	{"error_rate", "error rate", "%", true, true, func(m runMetrics) float64 { return m.ErrorRate }},
-	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }},
-	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }},
-	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }},
+	{"throughput_rps", "throughput", "req/s", false, true, func(m runMetrics) float64 { return m.Throughput }, 0},
+	{"error_rate", "error rate", "%", true, true, func(m runMetrics) float64 { return m.ErrorRate }, errorRateFloor},
+	{"p50_ms", "p50", "ms", true, true, func(m runMetrics) float64 { return m.P50 }, 0},
+	{"p99_ms", "p99", "ms", true, true, func(m runMetrics) float64 { return m.P99 }, 0},
+	{"p999_ms", "p99.9", "ms", true, true, func(m runMetrics) float64 { return m.P999 }, 0},
 }
 
 // metricsOf returns the metrics the dataset's schema supports.
@@ -206,6 +210,12 @@ type CampaignInfo struct {
 	Alpha      float64  `json:"alpha"`
 	Resamples  int      `json:"bootstrap_resamples"`
 	MinEffect  float64  `json:"min_effect"`
+	// PrimaryMetric is the metric verdicts are made on ("none": no
+	// verdicts); ErrorRateFloor and GoodputShareFloor the absolute
+	// floors of the rates.
+	PrimaryMetric     string  `json:"primary_metric"`
+	ErrorRateFloor    float64 `json:"error_rate_floor"`
+	GoodputShareFloor float64 `json:"goodput_share_floor"`
 	// SchemaVersion of the artifacts (1 when campaign.json has none).
 	SchemaVersion int `json:"schema_version"`
 }
@@ -264,6 +274,21 @@ type Comparison struct {
 	Outcome string `json:"outcome"`
 	Winner  string `json:"winner,omitempty"`
 	Verdict string `json:"verdict"`
+	// Primary marks the comparison on the report's primary metric: only
+	// these are in the Holm family and get a verdict.
+	Primary bool `json:"primary"`
+	// Floor is the absolute floor of a rate (0 for metrics compared by
+	// ratio); Diff is median(reference) - median(other), DiffLo–DiffHi its
+	// bootstrap interval. For goodput with an open-loop target the values
+	// are shares of the target.
+	Floor  float64 `json:"absolute_floor,omitempty"`
+	Diff   Num     `json:"difference"`
+	DiffLo Num     `json:"difference_lo"`
+	DiffHi Num     `json:"difference_hi"`
+	// RefErrorRate and OtherErrorRate are the sides' median error rates:
+	// a latency verdict never goes to the side that fails more.
+	RefErrorRate   Num `json:"reference_error_rate"`
+	OtherErrorRate Num `json:"other_error_rate"`
 	// NR and NA count the reference's and the other algorithm's runs.
 	NR int `json:"n_reference"`
 	NA int `json:"n_other"`
@@ -354,17 +379,22 @@ type RunRow struct {
 	ResetVerified bool   `json:"reset_verified"`
 	// Valid is the run's own validity verdict (always true for schema v1,
 	// which has none); Reasons say why not.
-	Valid      bool     `json:"valid"`
-	Reasons    []string `json:"reasons,omitempty"`
-	Goodput    Num      `json:"goodput_rps"`
-	Throughput Num      `json:"throughput_rps"`
-	ErrorRate  Num      `json:"error_rate"`
-	P50        Num      `json:"p50_ms"`
-	P99        Num      `json:"p99_ms"`
-	P999       Num      `json:"p999_ms"`
-	PessP99    Num      `json:"pessimistic_p99_ms"`
-	SendLagP99 Num      `json:"send_lag_p99_ms"`
-	ConnWait99 Num      `json:"conn_wait_p99_ms"`
+	Valid   bool     `json:"valid"`
+	Reasons []string `json:"reasons,omitempty"`
+	// HostCheck is the run's host-headroom check (artifacts.HostCheck*;
+	// empty when the artifacts predate it); Saturation says how much of
+	// the host the campaign's own processes used when they exhausted it.
+	HostCheck  string `json:"host_check,omitempty"`
+	Saturation string `json:"saturation,omitempty"`
+	Goodput    Num    `json:"goodput_rps"`
+	Throughput Num    `json:"throughput_rps"`
+	ErrorRate  Num    `json:"error_rate"`
+	P50        Num    `json:"p50_ms"`
+	P99        Num    `json:"p99_ms"`
+	P999       Num    `json:"p999_ms"`
+	PessP99    Num    `json:"pessimistic_p99_ms"`
+	SendLagP99 Num    `json:"send_lag_p99_ms"`
+	ConnWait99 Num    `json:"conn_wait_p99_ms"`
 	// ConnCapBound counts requests the connection cap held back.
 	ConnCapBound uint64  `json:"conn_cap_bound"`
 	TargetRate   float64 `json:"target_rate"`
@@ -391,7 +421,8 @@ func analyze(ds *dataset, o Options) *Analysis {
 		Campaign: CampaignInfo{
 			ID: c.ID, Scenario: c.Scenario, Reference: o.reference(c), Algorithms: algorithms(ds),
 			Reps: c.Reps, Seed: c.Seed, Confidence: o.Confidence, Alpha: o.Alpha, Resamples: o.Resamples,
-			MinEffect: o.MinEffect, SchemaVersion: ds.schema(),
+			MinEffect: o.MinEffect, SchemaVersion: ds.schema(), PrimaryMetric: primaryOf(ds),
+			ErrorRateFloor: errorRateFloor, GoodputShareFloor: goodputShareFloor,
 		},
 		Comparisons: []Comparison{}, NotCompared: []NotCompared{}, Shares: []ShareResult{}, Health: []HealthResult{},
 		Warnings: slices.Clone(ds.Warnings),
@@ -421,6 +452,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 			Error: r.Run.Error, ResetVerified: r.Run.ResetVerified, TargetRate: l.TargetRate,
 			Sent: l.Sent, Errors: l.Errors, LateSends: l.LateSends, Valid: !ds.v2() || r.Run.Validity.Valid,
 			Reasons: r.Run.Validity.Reasons, ConnCapBound: l.ConnCapBound,
+			HostCheck: r.Run.Validity.HostCheck, Saturation: r.Run.Validity.Saturation,
 		}
 		nan := Num(math.NaN())
 		row.P50, row.P99, row.P999, row.PessP99, row.Goodput, row.Throughput, row.ErrorRate = nan, nan, nan, nan, nan, nan, nan
@@ -478,6 +510,12 @@ func analyze(ds *dataset, o Options) *Analysis {
 			res.Metrics = append(res.Metrics, mr)
 		}
 		a.Algorithms = append(a.Algorithms, res)
+		if n, m := len(byAlg[alg]), len(values(alg, metricByKey("p50_ms"))); m < n {
+			// Said, not silent: a run that failed every request has no
+			// success latency, so those cells rest on fewer runs.
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%d of %s's %d valid runs had no success: its success-latency cells rest on %d run(s); goodput, error rate and the pessimistic view count them",
+				n-m, alg, n, m))
+		}
 		switch n := len(byAlg[alg]); {
 		case n == 0:
 			issues = append(issues, runIssue{issueNoValidRun, alg, ""})
@@ -496,10 +534,21 @@ func analyze(ds *dataset, o Options) *Analysis {
 					ref, alg, runCount(a, ref), runCount(a, alg), minRunsToCompare)})
 				continue
 			}
+			errRate := metricByKey("error_rate")
 			for _, m := range ms {
-				if m.Tested {
-					a.Comparisons = append(a.Comparisons, compare(ref, alg, m, values(ref, m), values(alg, m), c.Seed, o))
+				if !m.Tested && m.Key != a.Campaign.PrimaryMetric {
+					continue
 				}
+				rv, av := values(ref, m), values(alg, m)
+				if t := targetRate(ds); m.Key == "goodput_rps" && t > 0 {
+					// Open loop: goodput as a share of the target, a rate
+					// with an absolute floor.
+					m.floor, rv, av = goodputShareFloor, shares(rv, t), shares(av, t)
+				}
+				cmp := compare(ref, alg, m, rv, av, c.Seed, o)
+				cmp.Primary = m.Key == a.Campaign.PrimaryMetric
+				cmp.RefErrorRate, cmp.OtherErrorRate = Num(stats.Median(values(ref, errRate))), Num(stats.Median(values(alg, errRate)))
+				a.Comparisons = append(a.Comparisons, cmp)
 			}
 		}
 		pairs, family := decide(a.Comparisons, o)
@@ -525,6 +574,34 @@ func analyze(ds *dataset, o Options) *Analysis {
 	a.Warnings = append(a.Warnings, sweepWarnings...)
 	a.Imported = importedRuns(ds)
 	return a
+}
+
+// primaryOf is the metric the dataset's verdicts are made on: the
+// campaign's declared one, else the pessimistic p99 (schema v2) or the p99
+// of every answer, failures included (schema v1, which has no other).
+func primaryOf(ds *dataset) string {
+	p := ds.Campaign.PrimaryMetric
+	if p == scenario.PrimaryNone {
+		return p
+	}
+	for _, m := range metricsOf(ds) {
+		if m.Key == p {
+			return p
+		}
+	}
+	if ds.v2() {
+		return scenario.DefaultPrimaryMetric
+	}
+	return "p99_ms"
+}
+
+// shares divides each goodput by the target rate.
+func shares(xs []float64, target float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = x / target
+	}
+	return out
 }
 
 // runCount describes an algorithm's runs: "prequal has 3 valid runs" or

@@ -14,10 +14,6 @@ import (
 // CompareFile is the comparison Compare writes into the new campaign.
 const CompareFile = "COMPARE.md"
 
-// errorRateFloor is the smallest absolute rise of the error rate that can
-// count as a regression, so 0.01% → 0.02% does not fail a nightly run.
-const errorRateFloor = 0.001
-
 // MetricChange is one metric of one algorithm, old campaign against new.
 type MetricChange struct {
 	Algorithm string `json:"algorithm"`

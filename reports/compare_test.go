@@ -24,6 +24,7 @@ func regressedSpec(reps int) reportstest.Spec {
 }
 
 func TestCompare_PlantedP99RegressionFails(t *testing.T) {
+	t.Parallel()
 	old := fixture(t, reportstest.Default(4))
 	cur := fixture(t, regressedSpec(4))
 	res, err := reports.Compare(cur, old, reports.Options{})
@@ -51,6 +52,7 @@ func TestCompare_PlantedP99RegressionFails(t *testing.T) {
 }
 
 func TestCompare_IdenticalCampaignsPass(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(4))
 	res, err := reports.Compare(dir, dir, reports.Options{})
 	regressed := res.Regressed
@@ -60,6 +62,7 @@ func TestCompare_IdenticalCampaignsPass(t *testing.T) {
 }
 
 func TestCompare_RegressionWithinThresholdOrTooFewRepsPasses(t *testing.T) {
+	t.Parallel()
 	old := fixture(t, reportstest.Default(4))
 	cur := fixture(t, regressedSpec(4))
 	// A 150% threshold tolerates the doubling.
@@ -74,6 +77,7 @@ func TestCompare_RegressionWithinThresholdOrTooFewRepsPasses(t *testing.T) {
 }
 
 func TestCompare_ErrorRateRiseFails(t *testing.T) {
+	t.Parallel()
 	old := fixture(t, reportstest.Default(4))
 	s := reportstest.Default(4)
 	p := s.Profiles["round-robin"]
@@ -87,6 +91,7 @@ func TestCompare_ErrorRateRiseFails(t *testing.T) {
 }
 
 func TestCompare_DifferentScenariosRefused(t *testing.T) {
+	t.Parallel()
 	s := reportstest.Default(4)
 	s.Scenario = "other"
 	_, err := reports.Compare(fixture(t, s), fixture(t, reportstest.Default(4)), reports.Options{})
@@ -96,6 +101,7 @@ func TestCompare_DifferentScenariosRefused(t *testing.T) {
 }
 
 func TestCompare_DifferentSchemaVersionsRefused(t *testing.T) {
+	t.Parallel()
 	old := reportstest.Default(4)
 	old.SchemaV1 = true
 	_, err := reports.Compare(fixture(t, reportstest.Default(4)), fixture(t, old), reports.Options{})
@@ -105,6 +111,7 @@ func TestCompare_DifferentSchemaVersionsRefused(t *testing.T) {
 }
 
 func TestCompare_TooFewRunsSayCannotDetect(t *testing.T) {
+	t.Parallel()
 	old, cur := fixture(t, reportstest.Default(3)), fixture(t, regressedSpec(3))
 	res, err := reports.Compare(cur, old, reports.Options{})
 	if err != nil {
@@ -130,6 +137,7 @@ func TestCompare_TooFewRunsSayCannotDetect(t *testing.T) {
 // processes with a cluster); the same environment on another topology or
 // load path compares, with a note saying so.
 func TestCompare_EnvironmentMustMatch(t *testing.T) {
+	t.Parallel()
 	old := fixture(t, reportstest.Default(4))
 	cur := fixture(t, regressedSpec(4))
 	setEnvironment(t, cur, func(e *artifacts.Environment) { e.Name = "kind"; e.Topology = "e-b" })

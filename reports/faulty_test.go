@@ -59,6 +59,7 @@ func faultyDataset(scenarioYAML string) (*dataset, *Analysis) {
 // error rate, aversions, ejections and returns, from the valid runs' window
 // deltas (the invalid run 2 is left out).
 func TestWriteFaulty_SharesErrorsAndCounters(t *testing.T) {
+	t.Parallel()
 	ds, a := faultyDataset(faultyScenario)
 	var b bytes.Buffer
 	writeFaulty(&b, ds, a)
@@ -79,6 +80,7 @@ func TestWriteFaulty_SharesErrorsAndCounters(t *testing.T) {
 }
 
 func TestWriteFaulty_NoSectionWithoutFaults(t *testing.T) {
+	t.Parallel()
 	ds, a := faultyDataset("name: f\nworkload:\n  routes:\n    - name: work\n      backends:\n        - {name: healthy, replicas: 4}\n")
 	var b bytes.Buffer
 	writeFaulty(&b, ds, a)

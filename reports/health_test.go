@@ -9,6 +9,7 @@ import (
 // when some policy counted them, so reports of older artifacts (which
 // have neither) render as they did.
 func TestWriteHealth_NewerColumnsOnlyWhenCounted(t *testing.T) {
+	t.Parallel()
 	a := &Analysis{Health: []HealthResult{
 		{Algorithm: "prequal", Runs: 1, Picks: 1000, ProbesPlanned: 3000, ReuseBudgetMin: 2, ReuseBudgetMax: 2},
 		{Algorithm: "round-robin", Runs: 1, Picks: 1000},

@@ -31,6 +31,8 @@ type dataset struct {
 	// the statistics.
 	Imported []*runData
 	Warnings []string
+	// Digests are every artifact file's, for the report's last section.
+	Digests []fileDigest
 }
 
 // runData is one run's artifacts.
@@ -90,6 +92,9 @@ func load(dir string) (*dataset, error) {
 	}
 	ds := &dataset{Dir: dir}
 	if err := readJSONStrict(filepath.Join(dir, artifacts.CampaignFile), &ds.Campaign); err != nil {
+		return nil, err
+	}
+	if ds.Digests, err = artifactDigests(dir); err != nil {
 		return nil, err
 	}
 	c := &ds.Campaign

@@ -28,6 +28,7 @@ func setEnvironment(t *testing.T, dir string, f func(*artifacts.Environment)) {
 // a fallback from the generators (RBAC) is a report warning; artifacts
 // without the fact keep their report (no row).
 func TestReport_SaysWhichLoadPath(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(3))
 	files, err := reports.Render(dir, reports.Options{})
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/prequalbench/prequalbench/stats"
 )
 
@@ -28,15 +30,18 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 	c := &ds.Campaign
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("# %s — campaign %s\n\n", c.Scenario, c.ID)
+	writeConclusion(w, ds, a)
 	if c.Description != "" {
 		p("%s\n\n", strings.TrimSpace(c.Description))
 	}
-	p("**How to read this.** Each cell is the median across repetitions with its %.0f%% confidence interval in brackets "+
+	p("**How to read this.** The conclusion above rests on the primary metric only; every other number is descriptive. "+
+		"Each cell is the median across repetitions with its %.0f%% confidence interval in brackets "+
 		"(order statistics; marked † when there are too few reps for one, and the bracket is then the min–max range). "+
-		"Comparisons give the ratio of medians with a bootstrap %.0f%% interval over runs and a two-sided Mann–Whitney U p-value, "+
-		"Holm-corrected over the report's tests; a winner is named only when that is significant at α = %.2g and the interval "+
-		"lies wholly outside ±%s.\n\n",
-		o.Confidence*100, o.Confidence*100, o.Alpha, fmtEffect(o.MinEffect))
+		"Comparisons give the ratio of medians (latencies) or the difference in percentage points (rates) with a bootstrap %.0f%% interval over runs; "+
+		"on the primary metric also a two-sided Mann–Whitney U p-value, Holm-corrected over the primary comparisons. A winner is named only "+
+		"when that is significant at α = %.2g and the interval lies wholly outside the minimum effect: ±%s for latencies, "+
+		"±%s for the error rate, ±%s of the target for goodput.\n\n",
+		o.Confidence*100, o.Confidence*100, o.Alpha, fmtEffect(o.MinEffect), fmtPP(errorRateFloor)[1:], fmtPP(goodputShareFloor)[1:])
 	if !ds.v2() {
 		p("**Schema v1 artifacts.** These runs predate goodput and validity: throughput counts in-window completions, " +
 			"errors included; latency percentiles cover every answer, failed requests included; no run checked its own validity, " +
@@ -74,6 +79,7 @@ func writeMarkdown(w io.Writer, ds *dataset, a *Analysis, o Options, plots []str
 		}
 	}
 	writeAppendix(w, ds, a)
+	writeDigests(w, ds.Digests)
 }
 
 // mdTable writes one markdown table; columns listed in right are
@@ -329,8 +335,26 @@ func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
 			rows = append(rows, []string{fmt.Sprintf("%d", r.Index), r.Algorithm, reasons})
 		}
 	}
+	var saturated [][]string
+	checks := map[string]int{}
+	for _, r := range a.Runs {
+		if r.Status == "ok" {
+			checks[r.HostCheck]++
+			if r.Saturation != "" {
+				saturated = append(saturated, []string{fmt.Sprintf("%d", r.Index), r.Algorithm, r.Saturation})
+			}
+		}
+	}
+	fmt.Fprintf(w, "Each run checks its own measurement: the generator kept its schedule, the connection cap did not queue the load, "+
+		"and the host had headroom left by processes outside the campaign (a second without headroom is charged to the campaign's "+
+		"own processes, generator, ingress and backends, when the processes outside it used less than %g%% of the host). Host headroom: %s.\n\n",
+		artifacts.HostOutsideFloor, hostChecks(checks))
+	if len(saturated) > 0 {
+		fmt.Fprintf(w, "Runs whose own processes exhausted the host (kept: the policy's cost on this host is part of the result):\n\n")
+		mdTable(w, []string{"#", "algorithm", "what it used"}, saturated, 0)
+	}
 	if len(rows) == 0 {
-		fmt.Fprintf(w, "Every finished run (%d) passed its own validity check (host headroom, generator on schedule).\n\n", finished)
+		fmt.Fprintf(w, "Every finished run (%d) passed the checks that ran.\n\n", finished)
 		return
 	}
 	fmt.Fprintf(w, "%d of %d finished runs are **invalid** and left out of the headline, the comparisons, the shares and the plots:\n\n", len(rows), finished)
@@ -352,12 +376,11 @@ func writeComparisons(w io.Writer, a *Analysis) {
 		return
 	}
 	fmt.Fprintf(w, "Ratio = %s's median / the other's; below 1 means %s is lower (better for latency and errors, worse for goodput). "+
+		"Rates (error rate; goodput as a share of an open-loop target) are compared by their difference in percentage points, %s minus the other. "+
 		"Interval: percentile bootstrap over runs, %d resamples, seeded from the campaign seed; † marks an interval over fewer than %d runs on a side, "+
-		"which covers less than its nominal %.0f%%. p: two-sided Mann–Whitney U over runs, then Holm-adjusted over all %d tests of this report. "+
-		"A verdict names a winner (the better median) only when the adjusted p is below %.2g **and** the interval lies wholly outside ±%s; "+
-		"significant but inside ±%s is \"no meaningful difference\".\n\n",
-		a.Campaign.Reference, a.Campaign.Reference, a.Campaign.Resamples, stats.MinBootstrapRuns, a.Campaign.Confidence*100,
-		countTests(a.Comparisons), a.Campaign.Alpha, fmtEffect(a.Campaign.MinEffect), fmtEffect(a.Campaign.MinEffect))
+		"which covers less than its nominal %.0f%%. %s\n\n",
+		a.Campaign.Reference, a.Campaign.Reference, a.Campaign.Reference, a.Campaign.Resamples, stats.MinBootstrapRuns, a.Campaign.Confidence*100,
+		primaryRule(a))
 	last := ""
 	for _, cmp := range a.Comparisons {
 		if cmp.Algorithm != last {
@@ -367,9 +390,25 @@ func writeComparisons(w io.Writer, a *Analysis) {
 			fmt.Fprintf(w, "### %s vs %s\n\n", cmp.Reference, cmp.Algorithm)
 			last = cmp.Algorithm
 		}
-		fmt.Fprintf(w, "- %s\n", cmp.Verdict)
+		mark := ""
+		if cmp.Primary {
+			mark = "**Primary:** "
+		}
+		fmt.Fprintf(w, "- %s%s\n", mark, cmp.Verdict)
 	}
 	fmt.Fprintln(w)
+}
+
+// primaryRule says how the comparisons above turn into verdicts.
+func primaryRule(a *Analysis) string {
+	if a.Campaign.PrimaryMetric == scenario.PrimaryNone {
+		return "This scenario declares no primary metric: every comparison is descriptive, none is tested, none names a winner."
+	}
+	return fmt.Sprintf("Only the primary metric (%s) is tested: two-sided Mann–Whitney U over runs, Holm-adjusted over the %d primary comparison(s). "+
+		"A verdict names a winner (the better median) only when the adjusted p is below %.2g **and** the interval lies wholly outside the minimum effect; "+
+		"significant but inside it is \"no meaningful difference\"; a faster side that fails more requests (by ≥ %s) is never named. "+
+		"Every other line is descriptive: its interval, no p-value, no verdict.",
+		metricByKey(a.Campaign.PrimaryMetric).Label, countTests(a.Comparisons), a.Campaign.Alpha, fmtPP(errorRateFloor)[1:])
 }
 
 func writeShares(w io.Writer, a *Analysis) {
@@ -558,12 +597,12 @@ func writeAppendix(w io.Writer, ds *dataset, a *Analysis) {
 		"late sends", "directory"}, rows, 0, 1, 5, 6, 7, 8, 9, 10, 11)
 }
 
-// countTests is the size of the Holm family: comparisons with a p-value
-// whose runs were not all identical.
+// countTests is the size of the Holm family: primary comparisons with a
+// p-value whose runs were not all identical.
 func countTests(cs []Comparison) int {
 	n := 0
 	for _, c := range cs {
-		if !math.IsNaN(float64(c.P)) && !c.Identical {
+		if c.Primary && !math.IsNaN(float64(c.P)) && !c.Identical {
 			n++
 		}
 	}

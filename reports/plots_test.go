@@ -14,6 +14,7 @@ import (
 // cover a curve: every legend label starts right of the rightmost point of
 // every line drawn.
 func TestRender_LegendLiesRightOfEveryCurve(t *testing.T) {
+	t.Parallel()
 	files, err := reports.Render(fixture(t, reportstest.Default(4)), reports.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestRender_LegendLiesRightOfEveryCurve(t *testing.T) {
 }
 
 func TestRender_PessimisticCurveOnlyForAlgorithmsWithFailures(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(4)
 	p := spec.Profiles["round-robin"]
 	p.ErrorRate, p.FastFail = 0.05, true

@@ -150,6 +150,9 @@ type CheckError struct {
 	Differ  []string // present on disk and in the rebuild, different bytes
 	Missing []string // in the rebuild, absent on disk
 	Stray   []string // plots on disk the rebuild does not make
+	// Artifacts lists the artifact files whose digest differs from the
+	// one REPORT.md recorded: edited, added or removed since the build.
+	Artifacts []string
 }
 
 func (e *CheckError) Error() string {
@@ -162,6 +165,9 @@ func (e *CheckError) Error() string {
 	}
 	if len(e.Stray) > 0 {
 		parts = append(parts, "not made by the artifacts: "+strings.Join(e.Stray, ", "))
+	}
+	if len(e.Artifacts) > 0 {
+		parts = append(parts, "artifacts changed since the report was built: "+strings.Join(e.Artifacts, ", "))
 	}
 	return "reports: check: " + strings.Join(parts, "; ") + " (run `prequalbench report DIR` to rebuild)"
 }
@@ -184,6 +190,9 @@ func Check(dir string, opts Options) error {
 			return fmt.Errorf("reports: check: %w", err)
 		case !bytes.Equal(b, files[name]):
 			ce.Differ = append(ce.Differ, name)
+			if name == artifacts.ReportFile {
+				ce.Artifacts = changedArtifacts(b, files[name])
+			}
 		}
 	}
 	onDisk, err := filepath.Glob(filepath.Join(dir, artifacts.PlotsDir, "*.svg"))

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSweepX_NumbersDurationsOrPositions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		values []string
@@ -43,6 +44,7 @@ func TestSweepX_NumbersDurationsOrPositions(t *testing.T) {
 }
 
 func TestSweepAxis_PlacesThePlainValue(t *testing.T) {
+	t.Parallel()
 	_, num := sweepX([]string{"0.5", "1"})
 	if x, ok := num.place("0.8408964152537146"); !ok || x != 0.8408964152537146 {
 		t.Errorf("number axis: place = %v, %v", x, ok)
@@ -61,6 +63,7 @@ func TestSweepAxis_PlacesThePlainValue(t *testing.T) {
 }
 
 func TestSameValue_NumbersAndDurations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b string
 		want bool
@@ -76,6 +79,7 @@ func TestSameValue_NumbersAndDurations(t *testing.T) {
 }
 
 func TestIsVariant_BySyntax(t *testing.T) {
+	t.Parallel()
 	base := map[string]string{"probes": "2"}
 	for _, tc := range []struct {
 		alg  string

@@ -29,6 +29,7 @@ func sweepSpec(reps int) reportstest.Spec {
 }
 
 func TestRender_SweepTableAndPlot(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, sweepSpec(4))
 	a, err := reports.Analyze(dir, reports.Options{Resamples: 500})
 	if err != nil {
@@ -104,6 +105,7 @@ func TestRender_SweepTableAndPlot(t *testing.T) {
 }
 
 func TestCheck_SweepReportRebuildsByteForByte(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, sweepSpec(3))
 	opts := reports.Options{Resamples: 300}
 	if err := reports.Build(dir, opts); err != nil {
@@ -126,6 +128,7 @@ func TestCheck_SweepReportRebuildsByteForByte(t *testing.T) {
 }
 
 func TestRender_SweepRunDirectoriesArePathSafe(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, sweepSpec(2))
 	entries, err := os.ReadDir(filepath.Join(dir, artifacts.RunsDir))
 	if err != nil {
@@ -159,6 +162,7 @@ func TestRender_SweepRunDirectoriesArePathSafe(t *testing.T) {
 }
 
 func TestAnalyze_NoSweepNoSection(t *testing.T) {
+	t.Parallel()
 	dir := fixture(t, reportstest.Default(3))
 	files, err := reports.Render(dir, reports.Options{Resamples: 300})
 	if err != nil {
@@ -185,6 +189,7 @@ func keys(m map[string][]byte) []string {
 // Schema v1 artifacts have throughput, not goodput, and no validity: the
 // sweep's table and plot follow the headline.
 func TestRender_SweepOfSchemaV1(t *testing.T) {
+	t.Parallel()
 	spec := sweepSpec(3)
 	spec.SchemaV1 = true
 	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
@@ -206,6 +211,7 @@ func TestRender_SweepOfSchemaV1(t *testing.T) {
 // plain prequal is a marker at its own qrif, 2^-0.25, not a dashed line
 // across the range; the campaign's other algorithms stay dashed lines.
 func TestRender_SweepPlotMarkersNotALine(t *testing.T) {
+	t.Parallel()
 	spec := sweepSpec(3)
 	spec.Sweep = []string{"prequal:qrif=0.9,0.5,1"}
 	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
@@ -261,6 +267,7 @@ func TestRender_SweepPlotMarkersNotALine(t *testing.T) {
 // (ingress.policy.qrif) runs the plain algorithm at that value: its
 // marker goes there, not at the default.
 func TestRender_SweepPlainAlgorithmAtTheScenariosValue(t *testing.T) {
+	t.Parallel()
 	spec := sweepSpec(3)
 	spec.ScenarioPolicyQRIF = 0.7
 	files, err := reports.Render(fixture(t, spec), reports.Options{Resamples: 300})
@@ -274,6 +281,7 @@ func TestRender_SweepPlainAlgorithmAtTheScenariosValue(t *testing.T) {
 
 // A duration sweep sits at the durations' lengths, sorted by them.
 func TestRender_SweepOfDurationsByLength(t *testing.T) {
+	t.Parallel()
 	spec := reportstest.Default(3)
 	spec.Sweep = []string{"prequal-sync:timeout=3ms,500us,1ms"}
 	spec.Algorithms = []string{"prequal", "prequal-sync", "prequal-sync{timeout=3ms}", "prequal-sync{timeout=500us}", "prequal-sync{timeout=1ms}"}

@@ -12,19 +12,37 @@ import (
 )
 
 // Outcomes of a comparison. Only OutcomeBetter names a winner: the
-// difference is significant after the Holm correction over the report's
-// family of tests and its bootstrap interval lies wholly outside the
-// minimum effect.
+// comparison is on the report's primary metric, the difference is
+// significant after the Holm correction over the primary comparisons and
+// its bootstrap interval lies wholly outside the minimum effect (relative
+// for latencies, an absolute floor for rates). Every other metric's
+// comparison is OutcomeDescriptive: an interval, no verdict.
 const (
 	OutcomeBetter         = "better"
 	OutcomeNoMeaningful   = "no meaningful difference"
 	OutcomeNotSignificant = "not significant"
 	OutcomeSame           = "identical"
 	OutcomeNoData         = "no data"
+	OutcomeDescriptive    = "descriptive"
+	// OutcomeFailsMore: the faster side on a latency fails more requests
+	// (beyond the error-rate floor), so it is not named the winner.
+	OutcomeFailsMore = "no verdict: the faster side fails more"
 )
 
-// compare tests ref against alg on one metric; decide completes it once
-// every comparison of the report is known.
+// Absolute floors of the rates: a difference of rates must exceed them,
+// however large its ratio (one failure in 48,888 against none is an
+// infinite ratio and no difference at all).
+const (
+	// errorRateFloor is 0.1 percentage point of requests.
+	errorRateFloor = 0.001
+	// goodputShareFloor is 1 percentage point of the target rate.
+	goodputShareFloor = 0.01
+)
+
+// compare measures ref against alg on one metric. floor > 0 makes it a
+// rate compared by its difference against that absolute floor; otherwise
+// the ratio of medians is held against the relative minimum effect.
+// decide completes it once every comparison of the report is known.
 func compare(ref, alg string, m metric, rv, av []float64, seed uint64, o Options) Comparison {
 	h := fnv.New64a()
 	h.Write([]byte(ref + "\x00" + alg + "\x00" + m.Key))
@@ -46,22 +64,30 @@ func compare(ref, alg string, m metric, rv, av []float64, seed uint64, o Options
 	for _, x := range append(slices.Clone(rv), av...) {
 		identical = identical && x == rv[0]
 	}
-	return Comparison{Identical: identical, Algorithm: alg, Reference: ref, Metric: m.Key, Ratio: Num(b.Ratio), Lo: Num(b.Lo), Hi: Num(b.Hi),
+	nan := Num(math.NaN())
+	c := Comparison{Identical: identical, Algorithm: alg, Reference: ref, Metric: m.Key, Ratio: Num(b.Ratio), Lo: Num(b.Lo), Hi: Num(b.Hi),
 		P: Num(u.P), Exact: u.Exact, MinP: Num(stats.MinP(len(rv), len(av))), Small: b.Small,
-		NR: len(rv), NA: len(av), RefMedian: Num(rm), OtherMedian: Num(am), AdjustedP: Num(math.NaN())}
+		NR: len(rv), NA: len(av), RefMedian: Num(rm), OtherMedian: Num(am), AdjustedP: nan,
+		Diff: nan, DiffLo: nan, DiffHi: nan, RefErrorRate: nan, OtherErrorRate: nan}
+	if f := m.floor; f > 0 {
+		d := stats.BootstrapDiff(rv, av, o.Resamples, o.Confidence, rng)
+		c.Floor, c.Diff, c.DiffLo, c.DiffHi = f, Num(d.Diff), Num(d.Lo), Num(d.Hi)
+	}
+	return c
 }
 
-// decide applies the Holm correction over cs (the report's family of
-// tests), then gives each comparison its outcome, winner and sentence. It
-// returns the pairs whose run counts can never reach alpha, and a warning
-// when the family is too large for any test to pass the correction.
+// decide applies the Holm correction over the primary comparisons (the
+// report's family of tests), then gives each comparison its outcome,
+// winner and sentence; the others are descriptive. It returns the pairs
+// whose run counts can never reach alpha, and a warning when the family
+// is too large for any test to pass the correction.
 func decide(cs []Comparison, o Options) (pairs []runIssue, family string) {
 	ps := make([]float64, len(cs))
 	tests := 0
 	smallestMinP := math.Inf(1)
 	for i, c := range cs {
 		ps[i] = float64(c.P)
-		if c.Identical {
+		if c.Identical || !c.Primary {
 			ps[i] = math.NaN()
 		}
 		if !math.IsNaN(ps[i]) {
@@ -80,68 +106,132 @@ func decide(cs []Comparison, o Options) (pairs []runIssue, family string) {
 		c.AdjustedP = Num(adj[i])
 		c.Significant = !math.IsNaN(adj[i]) && adj[i] < o.Alpha
 		m := metricByKey(c.Metric)
+		if !c.Primary {
+			c.Outcome, c.Verdict = describe(c, m)
+			continue
+		}
 		c.Outcome, c.Winner, c.Verdict = judge(c, m, tests, familyBlocked, o)
 		pair := c.Reference + " vs " + c.Algorithm
-		if float64(c.MinP) >= o.Alpha && !seen[pair] {
+		if float64(c.MinP) >= o.Alpha && !seen[pair] && c.NR > 0 && c.NA > 0 {
 			seen[pair] = true
 			pairs = append(pairs, runIssue{issueCannotReach, pair,
 				fmt.Sprintf("%d and %d valid runs, smallest possible p %s", c.NR, c.NA, fmtP(float64(c.MinP)))})
 		}
 	}
 	if familyBlocked {
-		family = fmt.Sprintf("**The Holm correction over this report's %d tests** needs a p below %s for the first significant difference; the smallest p these run counts can give is %s, so no difference in this report can be significant (%s)",
+		family = fmt.Sprintf("**The Holm correction over this report's %d primary comparisons** needs a p below %s for the first significant difference; the smallest p these run counts can give is %s, so no verdict in this report can be reached (%s)",
 			tests, fmtP(o.Alpha/float64(tests)), fmtP(smallestMinP), runsNeeded(tests, o.Alpha))
 	}
 	return pairs, family
 }
 
-// judge returns the outcome, the winner and the sentence of one comparison.
+// head is a comparison's numbers: the ratio of medians with its interval,
+// or for a rate the two medians and their difference with its interval.
+func head(c *Comparison, m metric) string {
+	rm, am := float64(c.RefMedian), float64(c.OtherMedian)
+	if c.Floor > 0 {
+		label := m.Label
+		if m.Key == "goodput_rps" {
+			label += " (share of the target)"
+		}
+		s := fmt.Sprintf("%s %s %s against %s's %s, difference %s", c.Reference, label, fmtRate01(rm), c.Algorithm, fmtRate01(am), fmtPP(float64(c.Diff)))
+		if !math.IsNaN(float64(c.DiffLo)) {
+			s += fmt.Sprintf(" [%s, %s]", fmtPP(float64(c.DiffLo)), fmtPP(float64(c.DiffHi)))
+			if c.Small {
+				s += "†"
+			}
+		}
+		return s
+	}
+	if m.Key == "error_rate" && (rm == 0 || am == 0) {
+		// A ratio against zero says little; show the two rates.
+		return fmt.Sprintf("%s error rate is %s against %s's %s", c.Reference, fmtPct(rm), c.Algorithm, fmtPct(am))
+	}
+	s := fmt.Sprintf("%s %s is %s %s's", c.Reference, m.Label, fmtRatio(float64(c.Ratio)), c.Algorithm)
+	if !math.IsNaN(float64(c.Lo)) {
+		s += fmt.Sprintf(" [%s–%s]", fmtRatio(float64(c.Lo)), fmtRatio(float64(c.Hi)))
+		if c.Small {
+			s += "†"
+		}
+	}
+	return s
+}
+
+// describe gives a descriptive comparison its sentence: the numbers and
+// interval, no p-value and no verdict word.
+func describe(c *Comparison, m metric) (outcome, sentence string) {
+	switch {
+	case c.NR == 0 || c.NA == 0:
+		return OutcomeNoData, fmt.Sprintf("%s %s vs %s: no data (%d vs %d valid runs)", c.Reference, m.Label, c.Algorithm, c.NR, c.NA)
+	case c.Identical:
+		return OutcomeSame, fmt.Sprintf("%s and %s had the same %s in every run", c.Reference, c.Algorithm, m.Label)
+	}
+	return OutcomeDescriptive, head(c, m)
+}
+
+// fmtRate01 prints a fraction (error rate, share of target) as a percentage.
+func fmtRate01(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g%%", 100*v)
+}
+
+// fmtPP prints a difference of fractions in percentage points, signed.
+func fmtPP(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%+.3g pp", 100*v)
+}
+
+// judge returns the outcome, the winner and the sentence of a primary
+// comparison.
 func judge(c *Comparison, m metric, family int, familyBlocked bool, o Options) (outcome, winner, sentence string) {
 	if c.NR == 0 || c.NA == 0 {
 		return OutcomeNoData, "", fmt.Sprintf("%s %s vs %s: no data (%d vs %d valid runs)", c.Reference, m.Label, c.Algorithm, c.NR, c.NA)
 	}
-	ratio, lo, hi := float64(c.Ratio), float64(c.Lo), float64(c.Hi)
 	rm, am := float64(c.RefMedian), float64(c.OtherMedian)
 	if c.Identical {
-		return OutcomeSame, "", fmt.Sprintf("%s and %s had the same %s in every run", c.Reference, c.Algorithm, m.Label)
+		return OutcomeSame, "", fmt.Sprintf("%s and %s had the same %s in every run: no difference to test (a primary metric that saturates, such as a pessimistic percentile at the timeout under overload, cannot rank; declare protocol.primaryMetric goodput_rps for such a scenario)", c.Reference, c.Algorithm, m.Label)
 	}
-	var head string
-	if m.Key == "error_rate" && (rm == 0 || am == 0) {
-		// A ratio against zero says little; show the two rates.
-		head = fmt.Sprintf("%s error rate is %s against %s's %s", c.Reference, fmtPct(rm), c.Algorithm, fmtPct(am))
-	} else {
-		head = fmt.Sprintf("%s %s is %s %s's", c.Reference, m.Label, fmtRatio(ratio), c.Algorithm)
-		if !math.IsNaN(lo) {
-			head += fmt.Sprintf(" [%s–%s]", fmtRatio(lo), fmtRatio(hi))
-			if c.Small {
-				head += "†"
-			}
-		}
-	}
-	head += fmt.Sprintf(", p = %s", fmtP(float64(c.P)))
+	hd := head(c, m) + fmt.Sprintf(", p = %s", fmtP(float64(c.P)))
 	if family > 1 {
-		head += fmt.Sprintf(" (Holm-adjusted %s)", fmtP(float64(c.AdjustedP)))
+		hd += fmt.Sprintf(" (Holm-adjusted over %d primary comparisons: %s)", family, fmtP(float64(c.AdjustedP)))
 	}
-	effect := fmtEffect(o.MinEffect)
+	effect := "±" + fmtEffect(o.MinEffect)
+	outside := stats.OutsideMinEffect(float64(c.Lo), float64(c.Hi), o.MinEffect)
+	if c.Floor > 0 {
+		effect = "±" + fmtPP(float64(c.Floor))[1:]
+		outside = stats.OutsideFloor(float64(c.DiffLo), float64(c.DiffHi), float64(c.Floor))
+	}
 	switch {
 	case !c.Significant && float64(c.MinP) >= o.Alpha:
-		return OutcomeNotSignificant, "", fmt.Sprintf("%s: not significant (%d vs %d runs cannot reach p < %.2g)", head, c.NR, c.NA, o.Alpha)
+		return OutcomeNotSignificant, "", fmt.Sprintf("%s: not significant (%d vs %d runs cannot reach p < %.2g)", hd, c.NR, c.NA, o.Alpha)
 	case !c.Significant && familyBlocked:
-		return OutcomeNotSignificant, "", fmt.Sprintf("%s: not significant (%d vs %d runs cannot pass the Holm correction over %d tests)", head, c.NR, c.NA, family)
+		return OutcomeNotSignificant, "", fmt.Sprintf("%s: not significant (%d vs %d runs cannot pass the Holm correction over %d tests)", hd, c.NR, c.NA, family)
 	case !c.Significant:
-		return OutcomeNotSignificant, "", fmt.Sprintf("%s: not significant", head)
+		return OutcomeNotSignificant, "", fmt.Sprintf("%s: not significant", hd)
 	case rm == am:
-		return OutcomeNoMeaningful, "", fmt.Sprintf("%s: no meaningful difference (equal medians)", head)
-	case !stats.OutsideMinEffect(lo, hi, o.MinEffect):
-		return OutcomeNoMeaningful, "", fmt.Sprintf("%s: no meaningful difference (significant, but the interval reaches inside ±%s)", head, effect)
+		return OutcomeNoMeaningful, "", fmt.Sprintf("%s: no meaningful difference (equal medians)", hd)
+	case !outside:
+		return OutcomeNoMeaningful, "", fmt.Sprintf("%s: no meaningful difference (significant, but the interval reaches inside %s)", hd, effect)
 	}
 	// The winner follows the medians, never the ratio, which is infinite
 	// or undefined when a side's median is 0.
-	winner = c.Reference
+	winner, loser := c.Reference, c.Algorithm
+	we, le := c.RefErrorRate, c.OtherErrorRate
 	if (am < rm) == m.LowerBetter {
-		winner = c.Algorithm
+		winner, loser = c.Algorithm, c.Reference
+		we, le = le, we
 	}
-	return OutcomeBetter, winner, fmt.Sprintf("%s: **%s better** (beyond ±%s)", head, winner, effect)
+	if m.Key != "error_rate" && m.Key != "goodput_rps" && float64(we)-float64(le) >= errorRateFloor {
+		// A latency cannot be won by failing: whatever the metric's own
+		// count of failures, the faster side that fails more is no winner.
+		return OutcomeFailsMore, "", fmt.Sprintf("%s: no verdict: %s is faster but fails more requests (error rate %s against %s's %s)",
+			hd, winner, fmtRate01(float64(we)), loser, fmtRate01(float64(le)))
+	}
+	return OutcomeBetter, winner, fmt.Sprintf("%s: **%s better** (beyond %s)", hd, winner, effect)
 }
 
 // fmtEffect prints a minimum effect such as 0.05 as "5%".
@@ -159,51 +249,4 @@ func runsNeeded(tests int, alpha float64) string {
 		return fmt.Sprintf("more than %d valid runs per algorithm would be needed", stats.MaxRunsPerSide)
 	}
 	return fmt.Sprintf("%d valid runs per algorithm can", n)
-}
-
-// testedMetrics counts the metrics that get a verdict in a schema v2
-// report, and alwaysTested those among them that vary in every real run
-// (the latencies); goodput and error rate leave the family when they are
-// the same in every run of both sides (all at the target, no errors).
-func testedMetrics() (all, alwaysTested int) {
-	for _, m := range metricsV2 {
-		if !m.Tested {
-			continue
-		}
-		all++
-		if m.Key != "goodput_rps" && m.Key != "error_rate" {
-			alwaysTested++
-		}
-	}
-	return all, alwaysTested
-}
-
-// RepsWarning is said before a campaign runs when its reps per algorithm
-// cannot give the report a verdict: every other algorithm is compared
-// with the reference on each tested metric, and the Holm correction over
-// that family needs more runs than reps for even the first test to pass.
-// Empty when reps can (or with a single algorithm, which is not compared).
-func RepsWarning(algorithms int, reference string, reps int, alpha float64) string {
-	pairs := algorithms - 1
-	if pairs <= 0 || reps <= 0 {
-		return ""
-	}
-	all, latency := testedMetrics()
-	most, least := pairs*all, pairs*latency
-	needMost, needLeast := stats.RunsPerSide(most, alpha), stats.RunsPerSide(least, alpha)
-	family := fmt.Sprintf("the report tests %d to %d differences (p50, p99 and p99.9, plus goodput and error rate unless they are the same in every run, for each of %d algorithm(s) against %s) and the Holm correction over them",
-		least, most, pairs, reference)
-	switch {
-	case reps < needLeast:
-		vary := ""
-		if needMost != needLeast {
-			vary = fmt.Sprintf(" (%d when goodput or error rate vary)", needMost)
-		}
-		return fmt.Sprintf("%d reps per algorithm cannot give any verdict: %s needs at least %d valid runs per algorithm%s; %d vs %d runs give p ≥ %s",
-			reps, family, needLeast, vary, reps, reps, fmtP(stats.MinP(reps, reps)))
-	case reps < needMost:
-		return fmt.Sprintf("%d reps per algorithm give a verdict only if goodput and error rate are the same in every run: %s needs %d valid runs per algorithm when they vary",
-			reps, family, needMost)
-	}
-	return ""
 }

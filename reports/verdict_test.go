@@ -20,12 +20,22 @@ func opts(t *testing.T) Options {
 func judged(t *testing.T, metricKey string, rv, av []float64, others ...Comparison) Comparison {
 	t.Helper()
 	o := opts(t)
-	cs := append([]Comparison{compare("prequal", "round-robin", metricByKey(metricKey), rv, av, 1, o)}, others...)
+	c := compare("prequal", "round-robin", metricByKey(metricKey), rv, av, 1, o)
+	c.Primary = true
+	cs := append([]Comparison{c}, others...)
 	decide(cs, o)
 	return cs[0]
 }
 
+// primary puts a comparison in the verdict family, as analyze does for
+// the report's primary metric.
+func primary(c Comparison) Comparison {
+	c.Primary = true
+	return c
+}
+
 func TestVerdict_ErrorRateWinnerWhenTheOtherSideIsAllZeros(t *testing.T) {
+	t.Parallel()
 	// prequal fails 1% of requests, round-robin none: the ratio
 	// prequal/round-robin is infinite, and round-robin must win.
 	errs := []float64{0.010, 0.012, 0.011, 0.013, 0.009, 0.0105}
@@ -48,6 +58,7 @@ func TestVerdict_ErrorRateWinnerWhenTheOtherSideIsAllZeros(t *testing.T) {
 }
 
 func TestVerdict_SignificantButInsideMinEffectIsNoMeaningfulDifference(t *testing.T) {
+	t.Parallel()
 	// The case: p99.9 801.8 vs 804.0 ms, fully separated.
 	ref := []float64{801.8, 801.9, 801.7, 801.8, 801.85, 801.75}
 	alt := []float64{804.0, 804.1, 803.9, 804.05, 804.0, 803.95}
@@ -69,7 +80,7 @@ func TestVerdict_SignificantButInsideMinEffectIsNoMeaningfulDifference(t *testin
 	// A wider minimum effect (30%) swallows it again.
 	o := opts(t)
 	o.MinEffect = 0.3
-	cs := []Comparison{compare("prequal", "round-robin", metricByKey("p999_ms"), ref, alt, 1, o)}
+	cs := []Comparison{primary(compare("prequal", "round-robin", metricByKey("p999_ms"), ref, alt, 1, o))}
 	decide(cs, o)
 	if cs[0].Outcome != OutcomeNoMeaningful || !strings.Contains(cs[0].Verdict, "±30%") {
 		t.Errorf("min effect 30%%: %q: %s", cs[0].Outcome, cs[0].Verdict)
@@ -77,6 +88,7 @@ func TestVerdict_SignificantButInsideMinEffectIsNoMeaningfulDifference(t *testin
 }
 
 func TestVerdict_HolmOverTheReportDecides(t *testing.T) {
+	t.Parallel()
 	// 6 vs 6 fully separated: raw p = 2/924 = 0.00216. Alone it is
 	// significant; in a family of 24 tests Holm multiplies it by 24 (0.052).
 	ref := []float64{10, 11, 12, 13, 14, 15}
@@ -87,7 +99,7 @@ func TestVerdict_HolmOverTheReportDecides(t *testing.T) {
 	o := opts(t)
 	var noise []Comparison
 	for range 23 {
-		noise = append(noise, compare("prequal", "p2c", metricByKey("p99_ms"), ref, ref, 1, o))
+		noise = append(noise, primary(compare("prequal", "p2c", metricByKey("p99_ms"), ref, ref, 1, o)))
 	}
 	c := judged(t, "p99_ms", ref, alt, noise...)
 	if want := 24 * 2.0 / 924; math.Abs(float64(c.AdjustedP)-want) > 1e-12 {
@@ -99,6 +111,7 @@ func TestVerdict_HolmOverTheReportDecides(t *testing.T) {
 }
 
 func TestVerdict_DaggerBelowFiveRunsPerSideAndUnreachableAlpha(t *testing.T) {
+	t.Parallel()
 	c := judged(t, "p99_ms", []float64{10, 11, 12, 13}, []float64{20, 21, 22, 23, 24})
 	if !c.Small || !strings.Contains(c.Verdict, "]†") {
 		t.Errorf("4 vs 5 runs: small %v, verdict %q, want †", c.Small, c.Verdict)
@@ -119,13 +132,14 @@ func TestVerdict_DaggerBelowFiveRunsPerSideAndUnreachableAlpha(t *testing.T) {
 }
 
 func TestVerdict_IdenticalRunsStayOutOfTheHolmFamily(t *testing.T) {
+	t.Parallel()
 	// Goodput exactly at target in every run of both sides says nothing and
 	// can never reject: it must not dilute the real test.
 	o := opts(t)
 	same := []float64{440, 440, 440, 440, 440, 440}
 	var flat []Comparison
 	for range 20 {
-		flat = append(flat, compare("prequal", "p2c", metricByKey("goodput_rps"), same, same, 1, o))
+		flat = append(flat, primary(compare("prequal", "p2c", metricByKey("goodput_rps"), same, same, 1, o)))
 	}
 	c := judged(t, "p99_ms", []float64{10, 11, 12, 13, 14, 15}, []float64{20, 21, 22, 23, 24, 25}, flat...)
 	if math.Abs(float64(c.AdjustedP)-2.0/924) > 1e-12 || c.Outcome != OutcomeBetter {
@@ -139,17 +153,18 @@ func TestVerdict_IdenticalRunsStayOutOfTheHolmFamily(t *testing.T) {
 }
 
 func TestVerdict_FamilyWarningSaysTheRunsNeeded(t *testing.T) {
+	t.Parallel()
 	// Six latency tests at 4 vs 4: the smallest p (2/70 = 0.029) is above
 	// 0.05/6, and 5 runs per side (2/252 = 0.0079) would pass.
 	o := opts(t)
 	var cs []Comparison
 	for _, alg := range []string{"round-robin", "least-request"} {
 		for _, m := range []string{"p50_ms", "p99_ms", "p999_ms"} {
-			cs = append(cs, compare("prequal", alg, metricByKey(m), []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}, 1, o))
+			cs = append(cs, primary(compare("prequal", alg, metricByKey(m), []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}, 1, o)))
 		}
 	}
 	_, family := decide(cs, o)
-	for _, want := range []string{"6 tests", "0.029", "5 valid runs per algorithm can"} {
+	for _, want := range []string{"6 primary comparisons", "0.029", "5 valid runs per algorithm can"} {
 		if !strings.Contains(family, want) {
 			t.Errorf("family warning lacks %q: %s", want, family)
 		}
@@ -159,29 +174,44 @@ func TestVerdict_FamilyWarningSaysTheRunsNeeded(t *testing.T) {
 	}
 }
 
-func TestRepsWarning_AtPlanTime(t *testing.T) {
-	// quickstart: 3 algorithms, 2 reps → 2 pairs, 6 to 10 tests, needing
-	// 5 (latency only) or 6 (all five metrics) runs per side.
-	w := RepsWarning(3, "prequal", 2, 0.05)
-	for _, want := range []string{"2 reps per algorithm cannot give any verdict", "6 to 10 differences", "at least 5 valid runs", "(6 when", "p ≥ 0.333"} {
-		if !strings.Contains(w, want) {
-			t.Errorf("2 reps: warning lacks %q: %s", want, w)
+func TestVerdict_FasterSideThatFailsMoreIsNoWinner(t *testing.T) {
+	t.Parallel()
+	// round-robin's pessimistic p99 is far lower, but it fails 0.5% of its
+	// requests against prequal's none: below p99, so the pessimistic p99
+	// does not see them; the verdict must not name round-robin.
+	o := opts(t)
+	c := primary(compare("prequal", "round-robin", metricByKey("pessimistic_p99_ms"),
+		[]float64{100, 101, 102, 103, 104, 105}, []float64{50, 51, 52, 53, 54, 55}, 1, o))
+	c.RefErrorRate, c.OtherErrorRate = 0, 0.005
+	cs := []Comparison{c}
+	decide(cs, o)
+	if cs[0].Outcome != OutcomeFailsMore || cs[0].Winner != "" || !strings.Contains(cs[0].Verdict, "fails more requests") {
+		t.Fatalf("outcome %q winner %q: %s", cs[0].Outcome, cs[0].Winner, cs[0].Verdict)
+	}
+	// Equal error rates: the faster side wins.
+	c.OtherErrorRate = 0
+	cs = []Comparison{c}
+	decide(cs, o)
+	if cs[0].Outcome != OutcomeBetter || cs[0].Winner != "round-robin" {
+		t.Fatalf("equal error rates: outcome %q winner %q: %s", cs[0].Outcome, cs[0].Winner, cs[0].Verdict)
+	}
+}
+
+func TestVerdict_OnlyPrimaryComparisonsAreTested(t *testing.T) {
+	t.Parallel()
+	o := opts(t)
+	sep := func(m string) Comparison {
+		return compare("prequal", "round-robin", metricByKey(m), []float64{10, 11, 12, 13, 14, 15}, []float64{20, 21, 22, 23, 24, 25}, 1, o)
+	}
+	cs := []Comparison{primary(sep("pessimistic_p99_ms")), sep("p50_ms"), sep("p99_ms"), sep("p999_ms")}
+	decide(cs, o)
+	// Alone in its family: the raw p, not multiplied by 4.
+	if math.Abs(float64(cs[0].AdjustedP)-2.0/924) > 1e-12 || cs[0].Outcome != OutcomeBetter {
+		t.Fatalf("primary: adjusted p %v outcome %q", cs[0].AdjustedP, cs[0].Outcome)
+	}
+	for _, c := range cs[1:] {
+		if c.Outcome != OutcomeDescriptive || c.Winner != "" || strings.Contains(c.Verdict, "better") || strings.Contains(c.Verdict, "p =") {
+			t.Errorf("%s: outcome %q winner %q verdict %q, want descriptive with no verdict words", c.Metric, c.Outcome, c.Winner, c.Verdict)
 		}
-	}
-	if w := RepsWarning(3, "prequal", 5, 0.05); !strings.Contains(w, "only if goodput and error rate are the same") || !strings.Contains(w, "needs 6 valid runs") {
-		t.Errorf("5 reps: %q", w)
-	}
-	if w := RepsWarning(3, "prequal", 6, 0.05); w != "" {
-		t.Errorf("6 reps can reach a verdict, warned %q", w)
-	}
-	if w := RepsWarning(1, "prequal", 2, 0.05); w != "" {
-		t.Errorf("one algorithm is not compared, warned %q", w)
-	}
-	// Two algorithms: 3 to 5 tests, 5 runs per side for either.
-	if w := RepsWarning(2, "prequal", 4, 0.05); !strings.Contains(w, "at least 5 valid runs per algorithm;") {
-		t.Errorf("2 algorithms at 4 reps: %q", w)
-	}
-	if w := RepsWarning(2, "prequal", 5, 0.05); w != "" {
-		t.Errorf("2 algorithms at 5 reps: %q", w)
 	}
 }

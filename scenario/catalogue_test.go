@@ -137,3 +137,18 @@ func TestCatalogue_PaperFigureLoadsMatchTheAllocations(t *testing.T) {
 		check("paper-fig6-ramp"+sz.suffix, sz.clients, sz.replicas, ramp)
 	}
 }
+
+// Every catalogue scenario's default reps can reach a verdict on its
+// primary metric: the Holm family over its primary comparisons can pass
+// with the reps it runs, unless it declares itself descriptive.
+func TestCatalogue_DefaultRepsCanReachAVerdict(t *testing.T) {
+	for _, n := range Names() {
+		s, err := Catalogue(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if w := RepsShortfall(s.Protocol); w != "" {
+			t.Errorf("%s: %s", n, w)
+		}
+	}
+}

@@ -271,7 +271,12 @@ type Protocol struct {
 	// Reference is the algorithm the others are compared against;
 	// default prequal if present, else the first algorithm.
 	Reference string `json:"reference,omitempty"`
-	// Reps is the number of repetitions of every algorithm; default 3.
+	// PrimaryMetric is the metric verdicts are made on (PrimaryMetrics);
+	// default pessimistic_p99_ms. Every other metric is descriptive.
+	PrimaryMetric string `json:"primaryMetric,omitempty"`
+	// Reps is the number of repetitions of every algorithm; default the
+	// fewest that can reach a verdict on the primary metric (RepsForVerdict),
+	// at least 3.
 	Reps int `json:"reps,omitempty"`
 	// Warmup before each measured window (discarded); default 10s.
 	Warmup *Duration `json:"warmup,omitempty"`

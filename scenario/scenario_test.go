@@ -43,7 +43,7 @@ func TestParse_AppliesDefaults(t *testing.T) {
 	if diff := cmp.Diff(DefaultAlgorithms, p.Algorithms); diff != "" {
 		t.Errorf("algorithms (-want +got):\n%s", diff)
 	}
-	if p.Reference != "prequal" || p.Reps != 3 || *p.Warmup != "10s" || p.Reset != ResetAdmin || p.Order != OrderShuffle || p.Seed != 1 {
+	if p.Reference != "prequal" || p.Reps != 5 || p.PrimaryMetric != DefaultPrimaryMetric || *p.Warmup != "10s" || p.Reset != ResetAdmin || p.Order != OrderShuffle || p.Seed != 1 {
 		t.Errorf("protocol defaults not applied: %+v", p)
 	}
 	if s.Ingress.Replicas != 1 || s.Load.Timeout != "10s" {
@@ -273,5 +273,36 @@ func TestLoad_GeneratorsFor(t *testing.T) {
 	b, err := Marshal(s)
 	if err != nil || !strings.Contains(string(b), "generators: 0") {
 		t.Errorf("an explicit 0 is not kept in the resolved YAML (%v):\n%s", err, b)
+	}
+}
+
+func TestValidate_PrimaryMetricMustCountFailures(t *testing.T) {
+	for _, tc := range []struct{ metric, want string }{
+		{"p99_ms", "a latency of successes only"},
+		{"latency", "want one of pessimistic_p99_ms"},
+	} {
+		s, err := Parse([]byte("name: x\nworkload:\n  routes:\n    - name: r\n      host: h.local\n      backends:\n        - name: b\n          replicas: 1\n" +
+			"load:\n  open:\n    - kind: constant\n      duration: 10s\n      rate: 10\nprotocol:\n  primaryMetric: " + tc.metric + "\n"))
+		if err == nil {
+			t.Fatalf("primaryMetric %q accepted: %+v", tc.metric, s.Protocol)
+		}
+		if !strings.Contains(err.Error(), "protocol.primaryMetric") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("primaryMetric %q: error %q does not name the field and %q", tc.metric, err, tc.want)
+		}
+	}
+}
+
+func TestRepsShortfall_SaysWhatTheFamilyNeeds(t *testing.T) {
+	p := Protocol{Algorithms: []string{"prequal", "round-robin", "least-request"}, Reference: "prequal", Reps: 3, PrimaryMetric: DefaultPrimaryMetric}
+	if w := RepsShortfall(p); !strings.Contains(w, "needs 5 valid runs") {
+		t.Errorf("3 reps of 3 algorithms: %q", w)
+	}
+	p.Reps = 5
+	if w := RepsShortfall(p); w != "" {
+		t.Errorf("5 reps of 3 algorithms: %q", w)
+	}
+	p.Algorithms, p.Reps = p.Algorithms[:2], 4
+	if w := RepsShortfall(p); w != "" {
+		t.Errorf("4 reps of 2 algorithms: %q", w)
 	}
 }

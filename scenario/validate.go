@@ -106,7 +106,10 @@ func (s *Scenario) applyDefaults() {
 		}
 	}
 	if p.Reps == 0 {
-		p.Reps = 3
+		p.Reps = defaultReps(len(p.Algorithms))
+	}
+	if p.PrimaryMetric == "" {
+		p.PrimaryMetric = DefaultPrimaryMetric
 	}
 	if p.Warmup == nil {
 		p.Warmup = ptr(Duration("10s"))
@@ -424,6 +427,7 @@ func (v *validator) protocol(p *Protocol) {
 	if !seen[p.Reference] {
 		v.add("protocol.reference", "got %q, want one of the algorithms: %s", p.Reference, strings.Join(p.Algorithms, ", "))
 	}
+	v.primaryMetric(p)
 	if p.Reps < 1 {
 		v.add("protocol.reps", "got %d, want a whole number >= 1", p.Reps)
 	}

@@ -84,3 +84,56 @@ func Ratio(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// DiffCI is the difference of two medians with a percentile bootstrap
+// interval, for rates whose size matters in absolute terms (an error rate
+// of 0.002% against 0% is an infinite ratio but no difference at all).
+type DiffCI struct {
+	// Diff is median(a) - median(b); NaN when a side is empty.
+	Diff   float64
+	Lo, Hi float64
+	// Small is as in RatioCI.
+	Small bool
+}
+
+// BootstrapDiff estimates median(a) - median(b) and a percentile interval
+// at confidence, resampling runs as BootstrapRatio does.
+func BootstrapDiff(a, b []float64, resamples int, confidence float64, rng *rand.Rand) DiffCI {
+	d := DiffCI{Diff: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Small: min(len(a), len(b)) < MinBootstrapRuns}
+	if len(a) == 0 || len(b) == 0 {
+		return d
+	}
+	d.Diff = Median(a) - Median(b)
+	if resamples <= 0 {
+		return d
+	}
+	diffs := make([]float64, resamples)
+	ba := make([]float64, len(a))
+	bb := make([]float64, len(b))
+	for i := range diffs {
+		for j := range ba {
+			ba[j] = a[rng.IntN(len(a))]
+		}
+		for j := range bb {
+			bb[j] = b[rng.IntN(len(b))]
+		}
+		slices.Sort(ba)
+		slices.Sort(bb)
+		diffs[i] = medianSorted(ba) - medianSorted(bb)
+	}
+	slices.Sort(diffs)
+	al := (1 - confidence) / 2
+	lo := min(max(int(math.Floor(al*float64(resamples))), 0), resamples-1)
+	hi := min(max(int(math.Ceil((1-al)*float64(resamples)))-1, 0), resamples-1)
+	d.Lo, d.Hi = diffs[lo], diffs[hi]
+	return d
+}
+
+// OutsideFloor reports whether the interval [lo, hi] of a difference lies
+// wholly outside [-floor, floor]. An undefined bound never lies outside.
+func OutsideFloor(lo, hi, floor float64) bool {
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		return false
+	}
+	return hi < -floor || lo > floor
+}

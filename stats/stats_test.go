@@ -233,3 +233,21 @@ func BenchmarkBootstrapRatio_10kResamples10Runs(b *testing.B) {
 		BootstrapRatio(num, den, 10000, 0.95, rand.New(rand.NewPCG(1, 1)))
 	}
 }
+
+func TestBootstrapDiff_IntervalAroundMedianDifference(t *testing.T) {
+	a := []float64{0.010, 0.011, 0.012, 0.013, 0.014}
+	b := []float64{0, 0, 0, 0, 0.00002}
+	d := BootstrapDiff(a, b, 2000, 0.95, rand.New(rand.NewPCG(1, 2)))
+	if d.Diff != 0.012 {
+		t.Fatalf("diff %v, want 0.012", d.Diff)
+	}
+	if !(d.Lo <= d.Diff && d.Diff <= d.Hi) || d.Lo < 0.0099 || d.Hi > 0.0141 {
+		t.Fatalf("interval [%v, %v] does not bracket the difference within the data's range", d.Lo, d.Hi)
+	}
+	if !OutsideFloor(d.Lo, d.Hi, 0.001) || OutsideFloor(d.Lo, d.Hi, 0.011) {
+		t.Fatalf("floor check wrong for [%v, %v]", d.Lo, d.Hi)
+	}
+	if OutsideFloor(-0.0005, 0.0005, 0.001) {
+		t.Fatal("an interval inside the floor lies outside it")
+	}
+}

@@ -277,7 +277,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: scenario %s: load.generators (%d) applies to --env kind and kube; the %s environment sends the load from this machine\n", s.Name, *g, f.env)
 		}
 		// Said before hours of runs, not after: reps too few for any verdict.
-		if w := reports.RepsWarning(len(s.Protocol.Algorithms), s.Protocol.Reference, s.Protocol.Reps, reports.DefaultAlpha); w != "" {
+		if w := scenario.RepsShortfall(s.Protocol); w != "" {
 			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 		}
 	}
@@ -316,6 +316,15 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			return fmt.Errorf("report: %w", err)
 		}
 		fmt.Fprintf(out, "report:    %s\n", filepath.Join(res.Dir, "REPORT.md"))
+		// The report's conclusion, so a terminal run ends with its verdict.
+		a, err := reports.Analyze(res.Dir, reports.Options{})
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		fmt.Fprintf(out, "\nverdict on %s:\n", a.Campaign.PrimaryMetric)
+		for _, v := range reports.Verdicts(a) {
+			fmt.Fprintf(out, "  %s\n", v)
+		}
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func TestK6ExportAndImport(t *testing.T) {
 		t.Errorf("export:\n%s", js)
 	}
 	dir := t.TempDir()
-	code, out := runCLI(t, "k6", "import", filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json"),
+	code, out := runCLI(t, "k6", "import", filepath.Join("..", "..", "k6", "testdata", "summary.json"),
 		"--algorithm", "round-robin", "--out", dir)
 	if code != 0 {
 		t.Fatal(out)
@@ -36,7 +36,7 @@ func TestK6ExportAndImport(t *testing.T) {
 		t.Errorf("run.json: %+v", r)
 	}
 	// A second import of the same label does not overwrite the first.
-	if code, out := runCLI(t, "k6", "import", filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json"),
+	if code, out := runCLI(t, "k6", "import", filepath.Join("..", "..", "k6", "testdata", "summary.json"),
 		"--algorithm", "round-robin", "--out", dir); code != 2 || !strings.Contains(out, "exists") {
 		t.Errorf("second import: exit %d\n%s", code, out)
 	}
@@ -47,7 +47,7 @@ func TestK6ExportAndImport(t *testing.T) {
 // test does not fit the scenario's warmup and window; a closed-loop
 // scenario imports as a closed loop with its users.
 func TestK6ImportScenarioAndScale(t *testing.T) {
-	fixture := filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json")
+	fixture := filepath.Join("..", "..", "k6", "testdata", "summary.json")
 	read := func(dir string) artifacts.Run {
 		t.Helper()
 		var r artifacts.Run
@@ -94,8 +94,8 @@ func TestK6ImportIntoReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture := filepath.Join("..", "..", "campaign", "k6", "testdata", "summary.json")
-	scen := filepath.Join("..", "..", "campaign", "k6", "testdata", "scenario.yaml")
+	fixture := filepath.Join("..", "..", "k6", "testdata", "summary.json")
+	scen := filepath.Join("..", "..", "k6", "testdata", "scenario.yaml")
 	if code, out := runCLI(t, "k6", "import", fixture, "--algorithm", "nginx-rr", "--scenario", scen, "--out", dir); code != 0 {
 		t.Fatal(out)
 	}

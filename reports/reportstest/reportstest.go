@@ -5,9 +5,11 @@
 package reportstest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -72,6 +74,15 @@ type Spec struct {
 	ScenarioPolicyQRIF float64
 	// Warnings are recorded as the campaign's (the scenario's own).
 	Warnings []string
+	// SaturatedRuns maps plan indexes to the saturation sentence of runs
+	// whose own processes exhausted the host (valid runs).
+	SaturatedRuns map[int]string
+	// HostUnchecked records every run's host check as not measured (as
+	// the simulator's runs are).
+	HostUnchecked bool
+	// PrimaryMetric is recorded as the campaign's (empty: the report's
+	// default).
+	PrimaryMetric string
 }
 
 // TimeoutMs is the request timeout the fixture's pessimistic view counts
@@ -107,7 +118,7 @@ func Write(dir string, s Spec) error {
 		},
 		Seed: s.Seed, Order: "shuffle", Algorithms: s.Algorithms, Reps: s.Reps,
 		Warmup: 5 * time.Second, Cooldown: time.Second, ResetMode: "admin", Reference: "prequal",
-		Started: base, Warnings: s.Warnings,
+		Started: base, Warnings: s.Warnings, PrimaryMetric: s.PrimaryMetric,
 	}
 	for i := 0; i < s.Fast; i++ {
 		c.Backends = append(c.Backends, artifacts.Backend{Address: fmt.Sprintf("127.0.0.1:%d", 9001+i), Group: "fast", Route: "bench"})
@@ -134,7 +145,7 @@ func Write(dir string, s Spec) error {
 	if s.SchemaV1 {
 		c.SchemaVersion = 0
 	}
-	return artifacts.WriteJSON(filepath.Join(dir, artifacts.CampaignFile), c)
+	return writeJSON(filepath.Join(dir, artifacts.CampaignFile), c)
 }
 
 // sweepYAML is the protocol block that records sweeps; empty without any,
@@ -181,7 +192,7 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 	}
 	if contains(s.FailRuns, p.Index) {
 		run.Status, run.Error = artifacts.StatusFailed, "ingress exited during warmup"
-		return artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run)
+		return writeJSON(filepath.Join(runDir, artifacts.RunFile), run)
 	}
 	jitter := 1 + 0.04*rng.NormFloat64()
 	h, pess := artifacts.NewHistogram(), artifacts.NewHistogram()
@@ -251,8 +262,19 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		if err := writeHist(filepath.Join(runDir, artifacts.PessimisticHistogramFile), pess); err != nil {
 			return err
 		}
+		// Send lag and connection wait: artifacts the report does not
+		// decode, which its digests still cover.
+		lag := artifacts.NewHistogram()
+		for i := int64(1); i <= 100; i++ {
+			_ = lag.RecordValue(100 + i*10)
+		}
+		for _, name := range []string{artifacts.SendLagHistogramFile, artifacts.ConnWaitHistogramFile} {
+			if err := writeHist(filepath.Join(runDir, name), lag); err != nil {
+				return err
+			}
+		}
 	}
-	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
+	if err := writeJSON(filepath.Join(runDir, artifacts.RunFile), run); err != nil {
 		return err
 	}
 	var ts strings.Builder
@@ -274,14 +296,14 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		}
 		ts.WriteString("\n")
 	}
-	if err := artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), []byte(ts.String())); err != nil {
+	if err := writeFile(filepath.Join(runDir, artifacts.TimeseriesFile), []byte(ts.String())); err != nil {
 		return err
 	}
 	before, after := snapshots(s, c, p.Algorithm, prof, sent, rng)
-	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
+	if err := writeJSON(filepath.Join(runDir, artifacts.StateBefore), before); err != nil {
 		return err
 	}
-	return artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after)
+	return writeJSON(filepath.Join(runDir, artifacts.StateAfter), after)
 }
 
 // snapshots returns per-replica admin states before and after the window.
@@ -336,12 +358,32 @@ func snapshots(s Spec, c artifacts.Campaign, alg string, prof Profile, total uin
 	return before, after
 }
 
+// writeFile writes a fixture file without fsync: a test's temporary
+// directory need not survive a crash, and fsyncing every fixture file made
+// the reporter's tests wait on the disk. The reporter's own writes (the
+// code under test) keep their fsync.
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// writeJSON is artifacts.WriteJSON's encoding without its fsync.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("reportstest: encode %s: %w", path, err)
+	}
+	return writeFile(path, append(b, '\n'))
+}
+
 func writeHist(path string, h *hdrhistogram.Histogram) error {
 	enc, err := artifacts.EncodeHistogram(h)
 	if err != nil {
 		return err
 	}
-	return artifacts.WriteFileAtomic(path, enc)
+	return writeFile(path, enc)
 }
 
 // fillV2 sets run.json's schema v2 fields from the two histograms.
@@ -364,9 +406,19 @@ func fillV2(run *artifacts.Run, s Spec, p artifacts.PlannedRun, h, pess *hdrhist
 	if l.ConnCapBound > 0 {
 		l.ConnWait.P99, l.ConnWait.P999, l.ConnWait.Max = 40, 120, 300
 	}
-	run.Validity = artifacts.Validity{Valid: true}
+	check := artifacts.HostCheckPassed
+	if s.HostUnchecked {
+		check = artifacts.HostCheckNotMeasured
+	}
+	run.Validity = artifacts.Validity{Valid: true, HostCheck: check}
+	if sat, ok := s.SaturatedRuns[p.Index]; ok {
+		run.Validity.HostCheck, run.Validity.Saturation = artifacts.HostCheckSaturated, sat
+	}
 	if reasons, ok := s.InvalidRuns[p.Index]; ok {
-		run.Validity = artifacts.Validity{Valid: false, Reasons: reasons}
+		run.Validity.Valid, run.Validity.Reasons = false, reasons
+		if strings.Contains(strings.Join(reasons, " "), "host idle") {
+			run.Validity.HostCheck = artifacts.HostCheckOutside
+		}
 	}
 	return nil
 }

@@ -337,11 +337,15 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	}
 	p.oweProbes(now)
 	p.expire(p.see(now))
-	if len(p.pool) < p.cfg.MinProbes {
-		p.fallbacks++
+	// A pool can hold at most one probe per replica, so a fleet smaller
+	// than MinProbes needs only as many as it has replicas.
+	if len(p.pool) < min(p.cfg.MinProbes, n) {
 		i := p.redrawHealthy(rng.IntN(n), rng)
 		pk := p.pick(i)
-		pk.Fallback = true
+		if n > 1 { // with one replica there is no choice to fall back from
+			p.fallbacks++
+			pk.Fallback = true
+		}
 		p.markExploring(i, &pk)
 		return pk, nil
 	}

@@ -72,3 +72,33 @@ func TestPrequal_WorstTiesGoToTheOldest(t *testing.T) {
 		})
 	}
 }
+
+// TestPrequal_SingleEndpointIsNoFallback: behind one replica there is no
+// choice, so no pick counts as a random fallback (every pick did: a pool
+// holds one probe per replica and MinProbes is 2), with a probe in the
+// pool or without; sync mode likewise.
+func TestPrequal_SingleEndpointIsNoFallback(t *testing.T) {
+	for _, name := range []string{"prequal", "prequal-sync"} {
+		p := newPolicy(t, name, 1, nil)
+		rng := newRNG()
+		for q := range 100 {
+			if q == 50 {
+				p.ProbeResult(at(q), addrs(1)[0], known(0, time.Millisecond))
+			}
+			pk := mustPick(t, p, at(q), rng)
+			if pk.Fallback {
+				t.Fatalf("%s, pick %d: a fallback with one replica", name, q)
+			}
+			p.Done(at(q), pk, time.Millisecond, 200)
+		}
+		if s := p.Stats(); s.Fallbacks != 0 || s.Picks != 100 {
+			t.Errorf("%s: fallbacks %d of %d picks, want 0", name, s.Fallbacks, s.Picks)
+		}
+	}
+	// Two replicas and one probe: still a fallback (a choice exists).
+	p := newPrequalT(t, 2, nil)
+	p.ProbeResult(t0, p.eps[0].addr, known(0, time.Millisecond))
+	if pk := mustPick(t, p, t0, newRNG()); !pk.Fallback {
+		t.Errorf("two replicas, one probe: pick %+v, want a fallback", pk)
+	}
+}

@@ -1,6 +1,7 @@
 package loadbalancer
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -100,5 +101,39 @@ func TestPrequal_SingleEndpointIsNoFallback(t *testing.T) {
 	p.ProbeResult(t0, p.eps[0].addr, known(0, time.Millisecond))
 	if pk := mustPick(t, p, t0, newRNG()); !pk.Fallback {
 		t.Errorf("two replicas, one probe: pick %+v, want a fallback", pk)
+	}
+}
+
+// TestPeakEWMA_DecaysAsTower: the estimate follows tower's PeakEwma
+// (linkerd2-proxy's balancer): a read decays it toward 0 and stores it, a
+// sample above the stored value replaces it, a lower one blends with the
+// weight of the time since the last update, and a new endpoint starts at
+// DefaultRTT and decays from its arrival. Values computed by hand from
+// tower/src/load/peak_ewma.rs with τ = 10 s and a 30 ms default.
+func TestPeakEWMA_DecaysAsTower(t *testing.T) {
+	ms := float64(time.Millisecond)
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	near := func(got, want float64) bool { return math.Abs(got-want) < 0.01*ms }
+
+	p := newPolicy(t, "peak-ewma", 1, nil).(*peakEWMA)
+	if got := p.estimate(0, sec(10)); !near(got, 30*ms*math.Exp(-1)) {
+		t.Errorf("new endpoint after τ: %.3f ms, want the 30 ms default decayed to %.3f", got/ms, 30*math.Exp(-1))
+	}
+	p.Reset(t0)
+	p.Done(t0, p.pick(0), 100*time.Millisecond, 200) // a peak: 100 ms
+	p.cost(0, sec(10))                               // a read after τ: 36.79 ms stored
+	p.Done(sec(10), p.pick(0), 50*time.Millisecond, 200)
+	if got := p.rtt[0].ns; !near(got, 50*ms) {
+		t.Errorf("50 ms after a read decayed 100 ms to 36.8: estimate %.3f ms, want 50 (a peak over the stored value)", got/ms)
+	}
+
+	p.Reset(t0)
+	p.Done(t0, p.pick(0), 100*time.Millisecond, 200)
+	p.cost(0, sec(1)) // 100·e^-0.1 = 90.484
+	p.Done(sec(1.1), p.pick(0), 10*time.Millisecond, 200)
+	w := math.Exp(-0.01)
+	want := 100*ms*math.Exp(-0.1)*w + 10*ms*(1-w)
+	if got := p.rtt[0].ns; !near(got, want) {
+		t.Errorf("10 ms sample 0.1 s after a read: estimate %.3f ms, want %.3f", got/ms, want/ms)
 	}
 }

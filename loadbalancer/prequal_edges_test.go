@@ -253,7 +253,8 @@ func TestPrequal_WorstTakesAverseFirst(t *testing.T) {
 // kept out of the picks), so endpoint 0 is averse.
 func makeAverse(t *testing.T, p *prequal, rng *rand.Rand) {
 	t.Helper()
-	for ms := 0; ms < AversionMinSamples; ms++ {
+	// Failures in a row make it averse before the minimum sample.
+	for ms := 0; ms < AversionMinSamples && !p.averse(0); ms++ {
 		pk, _ := p.PickOther(at(ms), rng, p.eps[1].addr)
 		for pk.Endpoint != p.eps[0].addr {
 			p.Done(at(ms), pk, time.Millisecond, 200)

@@ -36,7 +36,9 @@ func TestPrequal_NoCollapseAtOneProbePerQuery(t *testing.T) {
 func TestPrequal_ReusedPicksCounted(t *testing.T) {
 	// One replica in the pool with a large budget: every pick after the
 	// first reuses its probe.
-	p := newPrequalT(t, 3, func(c *PrequalConfig) {
+	// Six replicas: Eq. 1 gives 16/((1 − 2/6)·3) = 8, held to 5 by the
+	// rise of one per replica above the pole n* = 2.
+	p := newPrequalT(t, 6, func(c *PrequalConfig) {
 		c.PoolSize, c.MinProbes, c.RemovePerQuery, c.QRIF, c.Delta, c.MaxReuse = 2, 1, 0, 1, 15, 16
 	})
 	rng := newRNG()
@@ -44,8 +46,8 @@ func TestPrequal_ReusedPicksCounted(t *testing.T) {
 	for range 3 {
 		mustPick(t, p, t0, rng)
 	}
-	if s := p.Stats(); s.ReusedPicks != 2 || s.ReuseBudget != 16 {
-		t.Errorf("reused picks %d, budget %v; want 2 and 16", s.ReusedPicks, s.ReuseBudget)
+	if s := p.Stats(); s.ReusedPicks != 2 || s.ReuseBudget != 5 {
+		t.Errorf("reused picks %d, budget %v; want 2 and 5", s.ReusedPicks, s.ReuseBudget)
 	}
 }
 

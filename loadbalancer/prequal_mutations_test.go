@@ -137,3 +137,27 @@ func TestPeakEWMA_DecaysAsTower(t *testing.T) {
 		t.Errorf("10 ms sample 0.1 s after a read: estimate %.3f ms, want %.3f", got/ms, want/ms)
 	}
 }
+
+// TestReuseBudget_Eq1AtLowProbeRates: far from the pole Eq. 1 applies up to
+// MaxReuse (the paper's §5.3 sweep: r_probe 0.5 and 1 with r_remove 0.25 at
+// n = 100 give 11.8 and 3.39), and just above the pole the budget rises by
+// at most one per replica.
+func TestReuseBudget_Eq1AtLowProbeRates(t *testing.T) {
+	for _, tc := range []struct {
+		n              int
+		rProbe, remove float64
+		want           float64
+	}{
+		{100, 0.5, 0.25, 2 / (0.84*0.5 - 0.25)},
+		{100, 1, 0.25, 2 / (0.84 - 0.25)},
+		{100, 3, 1, 2 / (0.84*3 - 1)},
+		{25, 3, 1, 2}, // Eq. 1 gives 25; the pole is at 24
+		{26, 3, 1, 3},
+		{40, 3, 1, 2.5},
+	} {
+		got := reuseBudget(16, tc.n, tc.rProbe, tc.remove, 1, DefaultConfig().Prequal.MaxReuse)
+		if math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("n %d, r_probe %g, r_remove %g: budget %v, want %v", tc.n, tc.rProbe, tc.remove, got, tc.want)
+		}
+	}
+}

@@ -60,7 +60,10 @@ const (
 	// seconds apart, and the decayed counts forgot each failure before the
 	// minimum sample was reached: at 5 requests a second over 20
 	// endpoints a fail-fast one was never avoided.
-	AversionFailRun = 3
+	// 5, as the ingress's consecutive-failure ejection and prequal-rs, so
+	// the first aversion comes where ejection does and leaves it a run to
+	// see.
+	AversionFailRun = 5
 	// AversionRetryTime: and no sooner than this after its last failure
 	// (τ·ln(5/4), the spacing the decayed counts alone gave).
 	AversionRetryTime = 446 * time.Millisecond

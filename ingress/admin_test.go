@@ -236,12 +236,14 @@ func value(m *dto.Metric) float64 {
 // TestMetrics_EveryCounterFires makes each series the reports rely on move.
 func TestMetrics_EveryCounterFires(t *testing.T) {
 	be := testbackend.Start(t, "--service-time", "1ms")
+	be2 := testbackend.Start(t, "--service-time", "1ms")
 	cfg := loadbalancer.DefaultConfig()
 	ing, url := newTestIngress(t, Options{Policy: cfg},
-		route.Spec{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}},
+		route.Spec{Key: "work", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr, be2.Addr}},
 		route.Spec{Key: "clash", Path: "/", Algorithm: "prequal", Endpoints: []string{be.Addr}, Origin: "z"},
 	)
-	// The first pick of an empty pool is a fallback.
+	// The first pick of an empty pool is a fallback (with two endpoints:
+	// behind one there is no choice to fall back from).
 	for range 10 {
 		get(t, url+"/work?iterations=1", "")
 	}

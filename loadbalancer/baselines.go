@@ -123,7 +123,7 @@ func (l *leastRequest) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 		if f > least {
 			continue
 		}
-		if t < g.until || t > g.stallAt { // averse, read from the gate in hand
+		if t < g.until || t > g.stallAt || l.picks < g.retryPick { // averse, read from the gate in hand
 			averseLeast = min(averseLeast, f)
 			continue
 		}

@@ -120,7 +120,9 @@ type PrequalConfig struct {
 	// would make "all probes hot" impossible).
 	RIFWindow int `json:"rif_window"`
 	// MaxReuse caps the reuse budget b_reuse of Eq. 1, which grows without
-	// bound as n approaches m·r_probe/(r_probe − r_remove) from above.
+	// bound as n approaches m·r_probe/(r_probe − r_remove) from above (16,
+	// as prequal-rs; near that pole the budget also rises by at most one
+	// per replica, see reuseBudget).
 	MaxReuse int `json:"max_reuse"`
 	// LatencyMemory is how long the policy remembers a replica's last known
 	// latency and uses it when the replica's probe reports none. It patches
@@ -169,7 +171,7 @@ func DefaultConfig() Config {
 			MinProbes:         2,
 			IdleProbeInterval: 100 * time.Millisecond,
 			RIFWindow:         64,
-			MaxReuse:          2,
+			MaxReuse:          16,
 			LatencyMemory:     0,
 			LatencyTolerance:  0.05,
 		},

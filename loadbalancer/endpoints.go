@@ -14,10 +14,18 @@ type endpoint struct {
 	busySince, lastDone int64
 	// answerGap is the recent longest wait for an answer while busy.
 	answerGap int64
+	// suspect: the endpoint has been averse for failures and has not
+	// answered a request successfully since; one failure makes it averse
+	// again (see retryAfterFailure).
+	suspect bool
+	// failRun counts failures since the last success.
+	failRun int
+	// retryPick: averse until the policy's pick count reaches this.
+	retryPick uint64
 }
 
 // gate is what every pick reads about an endpoint, kept apart from the
-// endpoint (24 bytes, contiguous) so that the scans every policy makes over
+// endpoint (32 bytes, contiguous) so that the scans every policy makes over
 // all endpoints touch one small record each: asking base.averse used to
 // read five fields spread over a 100-byte endpoint (prequal pick 293–439
 // ns, least-request 392–520 ns, over the 250 ns budget).
@@ -29,6 +37,9 @@ type gate struct {
 	// while nothing is in flight.
 	stallAt  int64
 	inFlight int
+	// retryPick: averse while the policy's pick count is below this (the
+	// endpoint's retryPick).
+	retryPick uint64
 }
 
 // Pool removal reasons, indexes into base.removals.
@@ -164,6 +175,7 @@ func (b *base) done(now time.Time, p Picked, status int) int {
 		e.errors++
 	}
 	b.observe(&e.health, t, status)
+	b.retryAfterFailure(e, t, status)
 	// Only an answer shows the endpoint working: timeouts and clients
 	// giving up on a hung endpoint arrive steadily and must not.
 	if status >= 100 && status != 499 {
@@ -183,6 +195,7 @@ func (b *base) resetCounters() {
 		b.eps[i].errors = 0
 		b.eps[i].health = errorRate{}
 		b.eps[i].answerGap = 0
+		b.eps[i].suspect, b.eps[i].retryPick, b.eps[i].failRun = false, 0, 0
 		b.regate(i)
 	}
 	b.aversions = 0

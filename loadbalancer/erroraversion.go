@@ -49,6 +49,24 @@ const (
 	// requests its slots take (at 1.7x a fleet's capacity, round-robin's
 	// slowest replicas shed about 60%).
 	AversionShedShare = 0.9
+	// AversionRetryShare: a suspect endpoint (see retryAfterFailure) is
+	// retried after this many times n of the policy's own picks, so its
+	// retries take at most 1/(AversionRetryShare·n) of them: half its fair
+	// share.
+	AversionRetryShare = 2
+	// AversionFailRun: this many failures in a row, with no success
+	// between, make an endpoint a suspect however far apart they came. A
+	// policy instance with little traffic sends an endpoint a request
+	// seconds apart, and the decayed counts forgot each failure before the
+	// minimum sample was reached: at 5 requests a second over 20
+	// endpoints a fail-fast one was never avoided.
+	// 5, as the ingress's consecutive-failure ejection and prequal-rs, so
+	// the first aversion comes where ejection does and leaves it a run to
+	// see.
+	AversionFailRun = 5
+	// AversionRetryTime: and no sooner than this after its last failure
+	// (τ·ln(5/4), the spacing the decayed counts alone gave).
+	AversionRetryTime = 446 * time.Millisecond
 )
 
 // errorRate is an endpoint's decayed failure and outcome counts.
@@ -114,6 +132,41 @@ func (b *base) observe(h *errorRate, t int64, status int) {
 	}
 }
 
+// retryAfterFailure spaces the retries of an endpoint that fails by this
+// policy's own traffic, not by time alone. Once the error rate has made
+// an endpoint averse, or AversionFailRun requests in a row failed there,
+// it is a suspect until a request there succeeds: each
+// failure of a suspect makes it averse again at once (not after a fresh
+// minimum sample, which the decayed counts had forgotten) for at least
+// AversionRetryTime and until this policy has made AversionRetryShare·n
+// more picks. A policy instance so sends a fail-fast replica at most
+// 1/(AversionRetryShare·n) of its picks, half its fair share, however
+// many instances share the fleet and however little traffic each has:
+// with time alone each instance retried every 0.45 s whatever its rate,
+// and a fail-fast replica among 20 got 13% of prequal's picks behind 50
+// ingress replicas, 19% behind 100 (simulation, sim-fail-fast-20; fair
+// share 5%), prequal most because a returning fail-fast replica's probe
+// (idle, 1 ms) wins the next pick at once.
+func (b *base) retryAfterFailure(e *endpoint, t int64, status int) {
+	switch {
+	case status == 499 || status == 503:
+		return
+	case !failed(status):
+		if status >= 100 {
+			e.suspect, e.retryPick, e.failRun = false, 0, 0
+		}
+		return
+	}
+	e.failRun++
+	h := &e.health
+	if !e.suspect && h.averseUntil <= t && e.failRun < AversionFailRun {
+		return // no evidence yet
+	}
+	e.suspect = true
+	e.retryPick = b.picks + uint64(AversionRetryShare*len(b.eps))
+	h.averseUntil = max(h.averseUntil, t+int64(AversionRetryTime))
+}
+
 // averse reports whether endpoint i is to be avoided at the time of the
 // call in progress (b.nowClock): before its gate's until (error rate,
 // exclusion) or after its stallAt (requests in flight and no answer for
@@ -121,7 +174,7 @@ func (b *base) observe(h *errorRate, t int64, status int) {
 func (b *base) averse(i int) bool {
 	g := &b.gates[i]
 	t := b.nowClock
-	return t < g.until || t > g.stallAt
+	return t < g.until || t > g.stallAt || b.picks < g.retryPick
 }
 
 // regate recomputes endpoint i's gate from its state; every change to
@@ -129,6 +182,7 @@ func (b *base) averse(i int) bool {
 func (b *base) regate(i int) {
 	e, g := &b.eps[i], &b.gates[i]
 	g.until = max(e.health.averseUntil, e.health.excludedUntil)
+	g.retryPick = e.retryPick
 	g.stallAt = math.MaxInt64
 	if g.inFlight > 0 {
 		g.stallAt = max(e.busySince, e.lastDone) + max(int64(AversionStall), 2*e.answerGap)

@@ -170,8 +170,14 @@ func newPoolPolicy(name string, cfg PrequalConfig, sel selector) *prequal {
 
 // reuseBudget is Eq. 1: b_reuse = max{1, (1+δ)/((1−m/n)·r_probe − r_remove)},
 // bounded by maxReuse. A denominator <= 0 (the pole and beyond) gives 1, the
-// literal max{1, negative}; the cap keeps the approach to the pole from
-// herding.
+// literal max{1, negative}. Just above the pole, n* = m·r_probe/(r_probe −
+// r_remove), Eq. 1 is unbounded; the budget may rise by at most one per
+// replica above n* (1 + n − n*), so it leaves 1 without a step (the seed's
+// code jumped from 1 to 16 at n = 25) and reaches Eq. 1 a few replicas
+// further on. Far from the pole Eq. 1 applies up to maxReuse: at the paper's
+// low probe rates (§5.3: r_probe 0.5, r_remove 0.25, n = 100, b = 11.8) a
+// fixed cap of 2 drained the pool and made picks random (sim-paper-70: p99
+// 4.98 s against 0.24 s with Eq. 1).
 func reuseBudget(m, n int, rProbe, rRemove, delta float64, maxReuse int) float64 {
 	if n <= 0 {
 		return 1
@@ -180,7 +186,8 @@ func reuseBudget(m, n int, rProbe, rRemove, delta float64, maxReuse int) float64
 	if den <= 0 {
 		return 1
 	}
-	return min(max(1, (1+delta)/den), float64(maxReuse))
+	pole := float64(m) * rProbe / (rProbe - rRemove) // den > 0 implies rProbe > rRemove
+	return min(max(1, (1+delta)/den), float64(maxReuse), 1+float64(n)-pole)
 }
 
 // ReuseWarning returns a warning when, for a fleet of n replicas, Eq. 1's
@@ -337,11 +344,15 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	}
 	p.oweProbes(now)
 	p.expire(p.see(now))
-	if len(p.pool) < p.cfg.MinProbes {
-		p.fallbacks++
+	// A pool can hold at most one probe per replica, so a fleet smaller
+	// than MinProbes needs only as many as it has replicas.
+	if len(p.pool) < min(p.cfg.MinProbes, n) {
 		i := p.redrawHealthy(rng.IntN(n), rng)
 		pk := p.pick(i)
-		pk.Fallback = true
+		if n > 1 { // with one replica there is no choice to fall back from
+			p.fallbacks++
+			pk.Fallback = true
+		}
 		p.markExploring(i, &pk)
 		return pk, nil
 	}

@@ -50,7 +50,7 @@ var aliases = map[string]string{
 
 	"wrr": NameWRR, "weighted-round-robin": NameWRR, "weightedroundrobin": NameWRR, "grpc-wrr": NameWRR,
 
-	"yarp-po2c": NameYARPPo2C, "yarp": NameYARPPo2C, "yarp-p2c": NameYARPPo2C, "yarppo2c": NameYARPPo2C,
+	"yarp-po2c": NameYARPPo2C, "yarp-p2c": NameYARPPo2C, "yarppo2c": NameYARPPo2C,
 
 	"linear": NameLinear,
 
@@ -62,6 +62,14 @@ var aliases = map[string]string{
 	"sync-prequal": NamePrequalSync, "sync": NamePrequalSync,
 
 	"ewma": NameEWMA, "nginx-ewma": NameEWMA, "ingress-nginx-ewma": NameEWMA,
+}
+
+// retired names once accepted, with why they are not and what to write.
+var retired = map[string]string{
+	// The policy is the paper's polled comparison (server RIF every 500 ms,
+	// 30x faster than YARP's default); YARP as shipped balances on
+	// proxy-local counts, so "yarp" promised a policy that is not here.
+	"yarp": `it named the paper's YARP-Po2C comparison (p2c on the server's RIF polled every 500 ms), not YARP's shipped balancer; write "yarp-po2c"`,
 }
 
 // Names lists the canonical policy names in a stable order.
@@ -78,6 +86,9 @@ func canonicalBase(name string) (string, error) {
 	}
 	if c, ok := aliases[key]; ok {
 		return c, nil
+	}
+	if why, ok := retired[key]; ok {
+		return "", fmt.Errorf("loadbalancer: algorithm %q is no longer accepted: %s", name, why)
 	}
 	return "", fmt.Errorf("loadbalancer: unknown algorithm %q, want one of %s", name, strings.Join(names, ", "))
 }

@@ -28,7 +28,7 @@ func TestCanonical_Aliases(t *testing.T) {
 		"power-of-two": "p2c", "p2c": "p2c", "po2": "p2c",
 		"random":    "random",
 		"peak-ewma": "peak-ewma", "peak_ewma": "peak-ewma", "ewma": "ewma", "nginx-ewma": "ewma",
-		"weighted_round_robin": "wrr", "YARP": "yarp-po2c", "pq-sync": "prequal-sync", "C3": "c3",
+		"weighted_round_robin": "wrr", "YARP_PO2C": "yarp-po2c", "pq-sync": "prequal-sync", "C3": "c3",
 	}
 	for in, want := range tests {
 		got, err := Canonical(in)
@@ -39,6 +39,21 @@ func TestCanonical_Aliases(t *testing.T) {
 	for _, bad := range []string{"", "  ", "weighted"} {
 		if _, err := Canonical(bad); err == nil || !strings.Contains(err.Error(), "prequal, round-robin") {
 			t.Errorf("Canonical(%q) error = %v, want one listing the names", bad, err)
+		}
+	}
+}
+
+// TestCanonical_RetiredYARPAlias: "yarp" named the paper's polled
+// YARP-Po2C, not YARP's shipped balancer; it is refused with an error
+// that says so and names the spelling to use, in any case and as a variant.
+func TestCanonical_RetiredYARPAlias(t *testing.T) {
+	for _, in := range []string{"yarp", "YARP", "yarp{poll=1s}"} {
+		_, err := Canonical(in)
+		if err == nil || !strings.Contains(err.Error(), `write "yarp-po2c"`) || !strings.Contains(err.Error(), "not YARP's shipped balancer") {
+			t.Errorf("Canonical(%q) error = %v, want one naming yarp-po2c", in, err)
+		}
+		if _, err := New(in, DefaultConfig()); err == nil {
+			t.Errorf("New(%q) accepted a retired name", in)
 		}
 	}
 }

@@ -154,10 +154,12 @@ func (s *prequalSync) inPool(ep int) bool {
 
 // fallback is a uniformly random healthy replica, counted.
 func (s *prequalSync) fallback(rng *rand.Rand) Picked {
-	s.fallbacks++
 	i := s.redrawHealthy(rng.IntN(len(s.eps)), rng)
 	pk := s.pick(i)
-	pk.Fallback = true
+	if len(s.eps) > 1 { // with one replica there is no choice to fall back from
+		s.fallbacks++
+		pk.Fallback = true
+	}
 	s.markExploring(i, &pk)
 	return pk
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"hash/fnv"
 	"io"
 	"log"
@@ -73,6 +74,10 @@ type Options struct {
 	// sheds the longest-idle one, or is closed when none is idle. Default
 	// 10,000; negative: no cap.
 	MaxClientConns int
+	// BodyMemoryBudget bounds the request and answer body bytes held in
+	// memory by all exchanges at once; a body that would overrun it gets
+	// 503. Default 256 MiB; at least MaxBodySize.
+	BodyMemoryBudget int64
 	// MaxBodySize caps request and response bodies, which the data plane
 	// holds in memory: a larger request gets 413, a larger response 502.
 	// Default 32 MiB.
@@ -122,6 +127,8 @@ type Ingress struct {
 	failLog   logLimiter // upstream errors
 	panicLog  logLimiter // panics on the request path
 	seed      uint64
+	// bodies bounds the body bytes of all exchanges in memory at once.
+	bodies *h1.BodyBudget
 
 	table  atomic.Pointer[table]
 	synced atomic.Bool
@@ -186,6 +193,12 @@ func New(opts Options) (*Ingress, error) {
 	if opts.MaxClientConns == 0 {
 		opts.MaxClientConns = 10000
 	}
+	if opts.BodyMemoryBudget == 0 {
+		opts.BodyMemoryBudget = max(256<<20, int64(opts.MaxBodySize))
+	}
+	if opts.BodyMemoryBudget < int64(opts.MaxBodySize) {
+		return nil, fmt.Errorf("ingress: BodyMemoryBudget %d is below MaxBodySize %d: a body of the largest size could never be taken", opts.BodyMemoryBudget, opts.MaxBodySize)
+	}
 	if opts.ProbeTimeout == 0 {
 		opts.ProbeTimeout = 100 * time.Millisecond
 	}
@@ -216,6 +229,7 @@ func New(opts Options) (*Ingress, error) {
 		seed:      opts.Seed,
 		overrides: map[string]string{},
 		errLog:    log.New(io.Discard, "", 0),
+		bodies:    h1.NewBodyBudget(opts.BodyMemoryBudget),
 
 		probingChanged: make(chan struct{}, 1),
 	}

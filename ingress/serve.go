@@ -191,6 +191,7 @@ func (i *Ingress) ProxyServer() *h1.Server {
 		// byte holds its descriptor for seconds, not minutes.
 		FirstRequestTimeout: i.opts.ClientFirstRequestTimeout,
 		MaxConns:            max(i.opts.MaxClientConns, 0),
+		BodyBudget:          i.bodies,
 	}
 }
 

@@ -42,6 +42,7 @@ type ingressFlags struct {
 	clientBodyTimeout, shutdownDelay             time.Duration
 	clientFirstRequestTimeout, clientIdleTimeout time.Duration
 	maxClientConns                               int
+	bodyMemoryBudget                             string
 	maxBodySize                                  string
 	trustedProxies                               []string
 	retry, pprof                                 bool
@@ -105,6 +106,8 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.DurationVar(&f.clientIdleTimeout, "client-idle-timeout", 120*time.Second, "close a kept-alive client connection that sends no next request within this")
 	fl.IntVar(&f.maxClientConns, "max-client-connections", 10000,
 		"cap on open client connections; at the cap a new one closes the longest-idle one (none idle: the new one is closed); 0 = no cap")
+	fl.StringVar(&f.bodyMemoryBudget, "body-memory-budget", "256Mi",
+		"bound on the request and response body bytes held in memory by all requests at once; a body that would overrun it gets 503 (a quantity; at least --max-body-size)")
 	fl.StringVar(&f.maxBodySize, "max-body-size", "32Mi", "largest request or response body (held in memory): a larger request gets 413, a larger response 502; a quantity such as 32Mi, 1M or 1048576")
 	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
 		"comma-separated CIDRs (or IPs) of proxies whose X-Forwarded-For and X-Real-IP are kept; from any other peer both are set from the peer's address")
@@ -171,6 +174,13 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	if err != nil {
 		return bad("--max-body-size %q: %v", f.maxBodySize, err)
 	}
+	bodyBudget, err := parseByteSize(f.bodyMemoryBudget)
+	if err != nil {
+		return bad("--body-memory-budget %q: %v", f.bodyMemoryBudget, err)
+	}
+	if bodyBudget < maxBody {
+		return bad("--body-memory-budget %s is below --max-body-size %s: a body of the largest size could never be taken", f.bodyMemoryBudget, f.maxBodySize)
+	}
 	if f.shutdownDelay < 0 {
 		return bad("--shutdown-delay %v: must be >= 0", f.shutdownDelay)
 	}
@@ -208,6 +218,7 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 		ClientFirstRequestTimeout: f.clientFirstRequestTimeout,
 		ClientIdleTimeout:         f.clientIdleTimeout,
 		MaxClientConns:            maxConns,
+		BodyMemoryBudget:          int64(bodyBudget),
 		MaxBodySize:               maxBody,
 		TrustedProxies:            trusted,
 		ProbeTimeout:              f.probeTimeout,

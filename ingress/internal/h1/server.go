@@ -22,6 +22,10 @@ type Exchange struct {
 	// Out is scratch space for the handler (the request as it goes
 	// upstream), kept with the connection.
 	Out []byte
+	// Charge holds the exchange's share of the server's BodyBudget, for
+	// the request body and, through the handler's reader, the answer's;
+	// released once the answer is written.
+	Charge Charge
 }
 
 // Handler answers a request read whole: it reads x.Req and fills x.Resp.
@@ -54,6 +58,9 @@ type Server struct {
 	// the connection that has been idle longest (waiting for a request);
 	// when none is idle the new one is closed at once. Zero: no cap.
 	MaxConns int
+	// BodyBudget, when set, bounds the body bytes all connections hold at
+	// once; a request whose body would overrun it gets 503.
+	BodyBudget *BodyBudget
 
 	shed, refused atomic.Uint64
 
@@ -284,6 +291,9 @@ func (s *Server) serve(c *conn) {
 		c.x.Remote = a.AddrPort()
 	}
 	x := &c.x
+	x.Charge.Use(s.BodyBudget)
+	c.br.ChargeTo(&x.Charge)
+	defer x.Charge.Release()
 	for answered := false; ; answered = true {
 		// Wait for the next request's first byte, idle.
 		c.idleSince.Store(time.Now().UnixNano())
@@ -320,7 +330,9 @@ func (s *Server) serve(c *conn) {
 		}
 		s.Handler(x)
 		closing := x.Req.Close || s.shutdown.Load()
-		if err := s.answer(c, closing); err != nil || closing {
+		err := s.answer(c, closing)
+		x.Charge.Release()
+		if err != nil || closing {
 			if err == nil {
 				// Requests the client pipelined may be unread, in the buffer
 				// or still in the socket: closing over them would reset the

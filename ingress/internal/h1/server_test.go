@@ -482,3 +482,33 @@ func TestServer_MaxConnsRefusesWhenNoneIdle(t *testing.T) {
 		t.Fatalf("refused %d, want 1", ts.Refused())
 	}
 }
+
+// Bodies held at once are bounded by the BodyBudget: a request whose body
+// would overrun it gets 503 while another holds its share, and is taken
+// once that share is released with its answer.
+func TestServer_BodyBudget(t *testing.T) {
+	budget := NewBodyBudget(150)
+	ts, release := startServer(t, func(s *Server) { s.BodyBudget = budget })
+	body := strings.Repeat("x", 100)
+	post := func(path string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + body
+	}
+	c1, br1 := dial(t, ts.addr)
+	_, _ = io.WriteString(c1, post("/slow"))
+	<-ts.served
+	c2, br2 := dial(t, ts.addr)
+	_, _ = io.WriteString(c2, post("/second"))
+	if a := readAnswer(t, br2, false); a.status != 503 {
+		t.Fatalf("a body over the budget: %+v, want 503", a)
+	}
+	close(release)
+	if a := readAnswer(t, br1, false); a.status != 200 {
+		t.Fatalf("the held request: %+v", a)
+	}
+	waitFor(t, "the budget released", func() bool { return budget.InUse() == 0 })
+	c3, br3 := dial(t, ts.addr)
+	_, _ = io.WriteString(c3, post("/third"))
+	if a := readAnswer(t, br3, false); a.status != 200 {
+		t.Fatalf("after the release: %+v, want 200", a)
+	}
+}

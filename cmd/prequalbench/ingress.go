@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -106,7 +107,7 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.DurationVar(&f.clientIdleTimeout, "client-idle-timeout", 120*time.Second, "close a kept-alive client connection that sends no next request within this")
 	fl.IntVar(&f.maxClientConns, "max-client-connections", 10000,
 		"cap on open client connections; at the cap a new one closes the longest-idle one (none idle: the new one is closed); 0 = no cap")
-	fl.StringVar(&f.bodyMemoryBudget, "body-memory-budget", "256Mi",
+	fl.StringVar(&f.bodyMemoryBudget, "body-memory-budget", "160Mi",
 		"bound on the request and response body bytes held in memory by all requests at once; a body that would overrun it gets 503 (a quantity; at least --max-body-size)")
 	fl.StringVar(&f.maxBodySize, "max-body-size", "32Mi", "largest request or response body (held in memory): a larger request gets 413, a larger response 502; a quantity such as 32Mi, 1M or 1048576")
 	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
@@ -180,6 +181,13 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	}
 	if bodyBudget < maxBody {
 		return bad("--body-memory-budget %s is below --max-body-size %s: a body of the largest size could never be taken", f.bodyMemoryBudget, f.maxBodySize)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Body buffers grow by doubling and the old ones are garbage until
+		// the next collection: without a soft limit the heap could reach
+		// twice the budget and more. The limit makes the collector keep
+		// the process near the budget plus a fixed margin.
+		debug.SetMemoryLimit(int64(bodyBudget) + memoryMargin)
 	}
 	if f.shutdownDelay < 0 {
 		return bad("--shutdown-delay %v: must be >= 0", f.shutdownDelay)
@@ -286,6 +294,11 @@ func parseTrustedProxies(list []string) ([]netip.Prefix, error) {
 
 // parseByteSize reads a positive byte count as a Kubernetes quantity
 // ("32Mi", "1M", "1048576"), at most 1 GiB: bodies are held in memory.
+// memoryMargin is the memory beyond --body-memory-budget the ingress's
+// soft memory limit allows for everything else (routes, pools, buffers of
+// idle connections, the runtime).
+const memoryMargin = 96 << 20
+
 func parseByteSize(s string) (int, error) {
 	q, err := resource.ParseQuantity(s)
 	if err != nil {

@@ -27,7 +27,7 @@
 // Connection options; Content-Length with Transfer-Encoding; differing or
 // malformed Content-Lengths; chunked twice; Transfer-Encoding in HTTP/1.0;
 // a malformed chunk size or a chunk longer than its size; a head over its
-// limit (16 KiB in the ingress). Refused with 501: a transfer coding other
+// limit (16 KiB in the ingress) or with more than MaxFields fields. Refused with 501: a transfer coding other
 // than chunked. Refused with 413: a body over the server's MaxBodySize.
 // Not forwarded: a field whose name with underscores reads as one the proxy
 // knows with dashes (X_Forwarded_For, Content_Length), which CGI-style

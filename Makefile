@@ -10,7 +10,7 @@ BACKEND_BIN   := backend/target/release/prequal-backend
 # Test timeout for the whole Go suite; individual tests poll with deadlines.
 GOTEST_FLAGS  ?= -timeout 15m
 
-.PHONY: all build backend test test-go test-rust lint bench kube-bins campaign docs clean
+.PHONY: all build backend test test-go test-rust lint bench kube-bins campaign docs clean fuzz-short
 
 all: build
 
@@ -28,6 +28,21 @@ test: lint backend kube-bins
 	KUBEBUILDER_ASSETS="$$(hack/kube-test-bins.sh)" PREQUALBENCH_BACKEND_BIN="$(CURDIR)/$(BACKEND_BIN)" \
 		$(GO) test $(GOTEST_FLAGS) ./...
 	cd backend && $(CARGO) test
+	$(MAKE) fuzz-short
+
+# Every Go fuzz target runs for FUZZTIME, one at a time (go test -fuzz takes
+# one target per run), so a wrong oracle or a new crasher shows up in CI and
+# not only when someone fuzzes by hand. The list is found, not kept.
+FUZZTIME ?= 3s
+fuzz-short:
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- '*_test.go'); do \
+		pkg=./$$(dirname $$f); \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || \
+				{ echo "$$out"; exit 1; }; \
+		done; \
+	done
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

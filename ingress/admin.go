@@ -119,12 +119,14 @@ func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
 		}
 		writeAdminText(w, http.StatusOK, "ok\n")
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(i.reg, promhttp.HandlerOpts{Registry: i.reg}))
-	// Reads name endpoint addresses and route keys: a rebound DNS name must
-	// not read them either.
+	// Reads name endpoint addresses and route keys (and pprof the command
+	// line): a rebound DNS name must not read them either. Every path but
+	// the two health checks goes through localHostOnly.
 	read := func(h http.HandlerFunc) http.HandlerFunc {
 		return method(http.MethodGet, localHostOnly(cfg.Token != "", h))
 	}
+	metrics := promhttp.HandlerFor(i.reg, promhttp.HandlerOpts{Registry: i.reg})
+	mux.HandleFunc("/metrics", localHostOnly(cfg.Token != "", metrics.ServeHTTP))
 	mux.HandleFunc("/routes", read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, i.Routes())
 	}))
@@ -165,11 +167,12 @@ func (i *Ingress) Admin(cfg AdminConfig) http.Handler {
 		writeJSON(w, http.StatusOK, s)
 	}))
 	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		guard := func(h http.HandlerFunc) http.HandlerFunc { return localHostOnly(cfg.Token != "", h) }
+		mux.HandleFunc("/debug/pprof/", guard(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", guard(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", guard(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", guard(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", guard(pprof.Trace))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("admin: no endpoint %s %s", r.Method, r.URL.Path))

@@ -498,9 +498,9 @@ func TestAdmin_ReadsRefuseRebindingHosts(t *testing.T) {
 		code, _ := adminRequestAs(t, http.MethodGet, url, host, "", "", token, "")
 		return code
 	}
-	open := adminServer(t, ing, AdminConfig{})
-	withToken := adminServer(t, ing, AdminConfig{Token: "s3cret"})
-	for _, p := range []string{"/admin/state", "/routes"} {
+	open := adminServer(t, ing, AdminConfig{Pprof: true})
+	withToken := adminServer(t, ing, AdminConfig{Token: "s3cret", Pprof: true})
+	for _, p := range []string{"/admin/state", "/routes", "/metrics", "/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol", "/debug/pprof/heap"} {
 		if code := get(open+p, "evil.example", ""); code != http.StatusForbidden {
 			t.Errorf("GET %s with Host evil.example: %d, want 403", p, code)
 		}
@@ -511,7 +511,8 @@ func TestAdmin_ReadsRefuseRebindingHosts(t *testing.T) {
 			t.Errorf("GET %s with a token and a DNS Host: %d, want 200", p, code)
 		}
 	}
-	// Probes and scrapes stay open: kubelet and Prometheus use pod IPs.
+	// Health checks stay open: kubelet probes need no token; Prometheus
+	// scrapes by pod IP, an IP literal.
 	if code := get(open+"/healthz", "evil.example", ""); code != http.StatusOK {
 		t.Errorf("GET /healthz: %d, want 200", code)
 	}

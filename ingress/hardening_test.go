@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
 
@@ -247,11 +248,17 @@ func TestNew_RejectsNegativeTimeouts(t *testing.T) {
 // FuzzForwardablePath: every accepted path is one the router would not
 // rewrite (no resolving of dot-segments or empty segments), and no separator
 // hides in an escape, so the matched and the forwarded path are the same.
+// Only targets the request parser takes reach forwardablePath, so only
+// those are checked ("/0\x13" has a control byte the parser refuses and
+// net/url too: it is no counterexample).
 func FuzzForwardablePath(f *testing.F) {
-	for _, s := range []string{"/app", "/secret/..%2Fapp", "/a/./b", "/a//b", "/a/b/", "/%2e%2e/x", "/a%5cb", "/a%2Fb", "/a%2fb", "/a\\b", "/x%20y", "/a/..b/c.", "*"} {
+	for _, s := range []string{"/app", "/secret/..%2Fapp", "/a/./b", "/a//b", "/a/b/", "/%2e%2e/x", "/a%5cb", "/a%2Fb", "/a%2fb", "/a\\b", "/x%20y", "/a/..b/c.", "*", "/0\x13"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, target string) {
+		if !parserTakes(target) {
+			return
+		}
 		raw, _, _ := strings.Cut(target, "?")
 		p, ok := forwardablePath(raw)
 		if !ok {
@@ -275,6 +282,15 @@ func FuzzForwardablePath(f *testing.F) {
 			t.Fatalf("accepted %q: the backend gets an encoded separator", target)
 		}
 	})
+}
+
+// parserTakes reports whether the ingress's request parser takes target in
+// a request line.
+func parserTakes(target string) bool {
+	var r h1.Request
+	raw := "GET " + target + " HTTP/1.1\r\nHost: a\r\n\r\n"
+	br := h1.NewReader(strings.NewReader(raw), len(raw)+16)
+	return br.ReadRequestHead(&r) == nil && string(r.Target) == target
 }
 
 func TestLogLimiter_OneLinePerIntervalCountsTheRest(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"hash/fnv"
 	"io"
 	"log"
@@ -64,6 +65,19 @@ type Options struct {
 	// from its first byte (nginx's client_header_timeout and
 	// client_body_timeout together); the client gets 408. Default 60 s.
 	ClientBodyTimeout time.Duration
+	// ClientFirstRequestTimeout bounds the wait for a new client
+	// connection's first byte (nginx's client_header_timeout for the first
+	// request); default 10 s. ClientIdleTimeout bounds the wait for a kept
+	// connection's next request; default 120 s.
+	ClientFirstRequestTimeout, ClientIdleTimeout time.Duration
+	// MaxClientConns caps open client connections; at the cap a new one
+	// sheds the longest-idle one, or is closed when none is idle. Default
+	// 10,000; negative: no cap.
+	MaxClientConns int
+	// BodyMemoryBudget bounds the request and answer body bytes held in
+	// memory by all exchanges at once; a body that would overrun it gets
+	// 503. Default 160 MiB (at least MaxBodySize).
+	BodyMemoryBudget int64
 	// MaxBodySize caps request and response bodies, which the data plane
 	// holds in memory: a larger request gets 413, a larger response 502.
 	// Default 32 MiB.
@@ -113,6 +127,8 @@ type Ingress struct {
 	failLog   logLimiter // upstream errors
 	panicLog  logLimiter // panics on the request path
 	seed      uint64
+	// bodies bounds the body bytes of all exchanges in memory at once.
+	bodies *h1.BodyBudget
 
 	table  atomic.Pointer[table]
 	synced atomic.Bool
@@ -168,6 +184,21 @@ func New(opts Options) (*Ingress, error) {
 	if opts.ClientBodyTimeout == 0 {
 		opts.ClientBodyTimeout = 60 * time.Second
 	}
+	if opts.ClientFirstRequestTimeout == 0 {
+		opts.ClientFirstRequestTimeout = 10 * time.Second
+	}
+	if opts.ClientIdleTimeout == 0 {
+		opts.ClientIdleTimeout = 120 * time.Second
+	}
+	if opts.MaxClientConns == 0 {
+		opts.MaxClientConns = 10000
+	}
+	if opts.BodyMemoryBudget == 0 {
+		opts.BodyMemoryBudget = max(160<<20, int64(opts.MaxBodySize))
+	}
+	if opts.BodyMemoryBudget < int64(opts.MaxBodySize) {
+		return nil, fmt.Errorf("ingress: BodyMemoryBudget %d is below MaxBodySize %d: a body of the largest size could never be taken", opts.BodyMemoryBudget, opts.MaxBodySize)
+	}
 	if opts.ProbeTimeout == 0 {
 		opts.ProbeTimeout = 100 * time.Millisecond
 	}
@@ -178,9 +209,9 @@ func New(opts Options) (*Ingress, error) {
 		opts.ProbeQueueSize = 4096
 	}
 	if opts.UpstreamTimeout < 0 || opts.UpstreamReadTimeout < 0 || opts.UpstreamIdleTimeout < 0 ||
-		opts.ClientBodyTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
+		opts.ClientBodyTimeout < 0 || opts.ClientFirstRequestTimeout < 0 || opts.ClientIdleTimeout < 0 || opts.ProbeTimeout < 0 || opts.ProbeStaleAfter < 0 ||
 		opts.ProbeWorkers < 0 || opts.ProbeQueueSize < 0 || opts.MaxBodySize < 0 {
-		return nil, fmt.Errorf("ingress: UpstreamTimeout, UpstreamReadTimeout, UpstreamIdleTimeout, ClientBodyTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers, ProbeQueueSize and MaxBodySize must not be negative")
+		return nil, fmt.Errorf("ingress: UpstreamTimeout, UpstreamReadTimeout, UpstreamIdleTimeout, ClientBodyTimeout, ClientFirstRequestTimeout, ClientIdleTimeout, ProbeTimeout, ProbeStaleAfter, ProbeWorkers, ProbeQueueSize and MaxBodySize must not be negative")
 	}
 	if opts.Outlier, err = opts.Outlier.withDefaults(); err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
@@ -198,6 +229,7 @@ func New(opts Options) (*Ingress, error) {
 		seed:      opts.Seed,
 		overrides: map[string]string{},
 		errLog:    log.New(io.Discard, "", 0),
+		bodies:    h1.NewBodyBudget(opts.BodyMemoryBudget),
 
 		probingChanged: make(chan struct{}, 1),
 	}

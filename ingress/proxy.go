@@ -242,6 +242,11 @@ func (rs *routeState) failed(x *h1.Exchange, err error) {
 	errors.As(err, &ue)
 	code := http.StatusBadGateway
 	switch {
+	case errors.Is(err, h1.ErrBodyBudget):
+		// The ingress is short of memory for bodies, not the backend at
+		// fault: 503, not counted against the endpoint.
+		rs.ing.metrics.BodyBudgetRefusals.Inc()
+		code = http.StatusServiceUnavailable
 	case ue != nil && ue.phase == phaseBody:
 		// The backend broke off (or stalled, or overflowed the size limit)
 		// mid-body: the client gets a clean 502, never a cut answer.

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prequalbench/prequalbench/ingress/internal/deadlinesweep"
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 	"github.com/prequalbench/prequalbench/ingress/route"
@@ -165,29 +164,20 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 	return runErr
 }
 
-// clientIdleTimeout is how long a client's keep-alive connection may wait
-// for its next request.
-const clientIdleTimeout = 120 * time.Second
-
 // ProxyListener is the listener ProxyServer serves on. Its connections are
-// read and written with raw non-blocking system calls (package rawio), and
-// their deadlines are kept by a sweeper (package deadlinesweep): a client
-// timeout fires up to a sixteenth of the shortest of them late (at most
-// 250 ms), never early, and a request updates no runtime timer.
+// read and written with raw non-blocking system calls (package rawio); the
+// client timeouts are the connections' own deadlines.
 func (i *Ingress) ProxyListener(l net.Listener) net.Listener {
-	shortest := min(i.opts.ClientBodyTimeout, i.opts.UpstreamReadTimeout, clientIdleTimeout)
-	return deadlinesweep.Listener{
-		Listener: rawio.Listener{Listener: l},
-		Sweeper:  deadlinesweep.New(deadlinesweep.TickFor(shortest)),
-	}
+	return rawio.Listener{Listener: l}
 }
 
 // ProxyServer is the data plane's HTTP/1.1 server for ing, to serve on
 // ProxyListener. It reads each request whole (head and body, bounded by
 // ClientBodyTimeout and MaxBodySize; heads by 16 KiB, as nginx's
 // large_client_header_buffers) before the proxy sees it, writes the
-// answer whole within UpstreamReadTimeout, and keeps client connections
-// alive for 2 minutes between requests.
+// answer whole within UpstreamReadTimeout, keeps client connections alive
+// ClientIdleTimeout between requests (ClientFirstRequestTimeout before the
+// first) and sheds the longest-idle one at MaxClientConns.
 func (i *Ingress) ProxyServer() *h1.Server {
 	return &h1.Server{
 		Handler:      i.serve,
@@ -196,7 +186,12 @@ func (i *Ingress) ProxyServer() *h1.Server {
 		MaxBodySize:  i.opts.MaxBodySize,
 		ReadTimeout:  i.opts.ClientBodyTimeout,
 		WriteTimeout: i.opts.UpstreamReadTimeout,
-		IdleTimeout:  clientIdleTimeout,
+		IdleTimeout:  i.opts.ClientIdleTimeout,
+		// Short before the first request: a socket that never sends a
+		// byte holds its descriptor for seconds, not minutes.
+		FirstRequestTimeout: i.opts.ClientFirstRequestTimeout,
+		MaxConns:            max(i.opts.MaxClientConns, 0),
+		BodyBudget:          i.bodies,
 	}
 }
 

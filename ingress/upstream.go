@@ -285,7 +285,12 @@ func (u *upstreams) exchange(c *upstreamConn, x *h1.Exchange, now time.Time) (ke
 	if err := readHeader(c, &x.Resp); err != nil {
 		return false, err
 	}
-	if err := u.readBody(c, &x.Req, &x.Resp); err != nil {
+	// The answer's body is charged to the client's exchange, whose budget
+	// share is released once the answer is written.
+	c.br.ChargeTo(&x.Charge)
+	err = u.readBody(c, &x.Req, &x.Resp)
+	c.br.ChargeTo(nil)
+	if err != nil {
 		return false, err
 	}
 	return true, nil

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -26,27 +27,30 @@ func init() { subcommands = append(subcommands, newIngressCommand) }
 
 // ingressFlags holds the flags of `prequalbench ingress`.
 type ingressFlags struct {
-	source, routes                           string
-	listen, adminListen                      string
-	adminTokenFile, addrFile                 string
-	defaultAlgorithm                         string
-	probesPerQuery, qrif, removePerQ         float64
-	delta                                    float64
-	poolSize, minProbes                      int
-	c3Clients                                int
-	maxAge, idleProbeInterval, latencyMemory time.Duration
-	probeTimeout                             time.Duration
-	probeWorkers, probeQueueSize             int
-	upstreamTimeout, shutdownTimeout         time.Duration
-	upstreamReadTimeout, upstreamIdleTimeout time.Duration
-	clientBodyTimeout, shutdownDelay         time.Duration
-	maxBodySize                              string
-	trustedProxies                           []string
-	retry, pprof                             bool
-	seed                                     uint64
-	logLevel                                 string
-	kubeconfig, kubeContext                  string
-	namespace, ingressClass                  string
+	source, routes                               string
+	listen, adminListen                          string
+	adminTokenFile, addrFile                     string
+	defaultAlgorithm                             string
+	probesPerQuery, qrif, removePerQ             float64
+	delta                                        float64
+	poolSize, minProbes                          int
+	c3Clients                                    int
+	maxAge, idleProbeInterval, latencyMemory     time.Duration
+	probeTimeout                                 time.Duration
+	probeWorkers, probeQueueSize                 int
+	upstreamTimeout, shutdownTimeout             time.Duration
+	upstreamReadTimeout, upstreamIdleTimeout     time.Duration
+	clientBodyTimeout, shutdownDelay             time.Duration
+	clientFirstRequestTimeout, clientIdleTimeout time.Duration
+	maxClientConns                               int
+	bodyMemoryBudget                             string
+	maxBodySize                                  string
+	trustedProxies                               []string
+	retry, pprof                                 bool
+	seed                                         uint64
+	logLevel                                     string
+	kubeconfig, kubeContext                      string
+	namespace, ingressClass                      string
 }
 
 func newIngressCommand() *cobra.Command {
@@ -98,6 +102,13 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 		"bound on writing the request to a backend and, separately, on reading its whole response body (nginx proxy_send_timeout, proxy_read_timeout); a stalled body gives the client 502")
 	fl.DurationVar(&f.upstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "close keep-alive connections to backends idle this long (nginx upstream keepalive_timeout)")
 	fl.DurationVar(&f.clientBodyTimeout, "client-body-timeout", 60*time.Second, "bound on reading a whole request, headers and body, before answering 408 (nginx client_header_timeout and client_body_timeout)")
+	fl.DurationVar(&f.clientFirstRequestTimeout, "client-first-request-timeout", 10*time.Second,
+		"close a new client connection that sends no byte of its first request within this (an idle socket holds a descriptor only this long)")
+	fl.DurationVar(&f.clientIdleTimeout, "client-idle-timeout", 120*time.Second, "close a kept-alive client connection that sends no next request within this")
+	fl.IntVar(&f.maxClientConns, "max-client-connections", 10000,
+		"cap on open client connections; at the cap a new one closes the longest-idle one (none idle: the new one is closed); 0 = no cap")
+	fl.StringVar(&f.bodyMemoryBudget, "body-memory-budget", "160Mi",
+		"bound on the request and response body bytes held in memory by all requests at once; a body that would overrun it gets 503 (a quantity; at least --max-body-size)")
 	fl.StringVar(&f.maxBodySize, "max-body-size", "32Mi", "largest request or response body (held in memory): a larger request gets 413, a larger response 502; a quantity such as 32Mi, 1M or 1048576")
 	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
 		"comma-separated CIDRs (or IPs) of proxies whose X-Forwarded-For and X-Real-IP are kept; from any other peer both are set from the peer's address")
@@ -150,9 +161,33 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	if f.upstreamReadTimeout <= 0 || f.upstreamIdleTimeout <= 0 || f.clientBodyTimeout <= 0 {
 		return bad("--upstream-read-timeout, --upstream-idle-timeout and --client-body-timeout must be > 0")
 	}
+	if f.clientFirstRequestTimeout <= 0 || f.clientIdleTimeout <= 0 {
+		return bad("--client-first-request-timeout %v and --client-idle-timeout %v must be > 0", f.clientFirstRequestTimeout, f.clientIdleTimeout)
+	}
+	if f.maxClientConns < 0 {
+		return bad("--max-client-connections %d: must be >= 0 (0 = no cap)", f.maxClientConns)
+	}
+	maxConns := f.maxClientConns
+	if maxConns == 0 {
+		maxConns = -1 // Options: negative is no cap, zero the default
+	}
 	maxBody, err := parseByteSize(f.maxBodySize)
 	if err != nil {
 		return bad("--max-body-size %q: %v", f.maxBodySize, err)
+	}
+	bodyBudget, err := parseByteSize(f.bodyMemoryBudget)
+	if err != nil {
+		return bad("--body-memory-budget %q: %v", f.bodyMemoryBudget, err)
+	}
+	if bodyBudget < maxBody {
+		return bad("--body-memory-budget %s is below --max-body-size %s: a body of the largest size could never be taken", f.bodyMemoryBudget, f.maxBodySize)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Body buffers grow by doubling and the old ones are garbage until
+		// the next collection: without a soft limit the heap could reach
+		// twice the budget and more. The limit makes the collector keep
+		// the process near the budget plus a fixed margin.
+		debug.SetMemoryLimit(int64(bodyBudget) + memoryMargin)
 	}
 	if f.shutdownDelay < 0 {
 		return bad("--shutdown-delay %v: must be >= 0", f.shutdownDelay)
@@ -182,20 +217,24 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 	}
 
 	ing, err := ingress.New(ingress.Options{
-		DefaultAlgorithm:    f.defaultAlgorithm,
-		Policy:              cfg,
-		UpstreamTimeout:     f.upstreamTimeout,
-		UpstreamReadTimeout: f.upstreamReadTimeout,
-		UpstreamIdleTimeout: f.upstreamIdleTimeout,
-		ClientBodyTimeout:   f.clientBodyTimeout,
-		MaxBodySize:         maxBody,
-		TrustedProxies:      trusted,
-		ProbeTimeout:        f.probeTimeout,
-		ProbeWorkers:        f.probeWorkers,
-		ProbeQueueSize:      f.probeQueueSize,
-		Retry:               f.retry,
-		Logger:              logger,
-		Seed:                f.seed,
+		DefaultAlgorithm:          f.defaultAlgorithm,
+		Policy:                    cfg,
+		UpstreamTimeout:           f.upstreamTimeout,
+		UpstreamReadTimeout:       f.upstreamReadTimeout,
+		UpstreamIdleTimeout:       f.upstreamIdleTimeout,
+		ClientBodyTimeout:         f.clientBodyTimeout,
+		ClientFirstRequestTimeout: f.clientFirstRequestTimeout,
+		ClientIdleTimeout:         f.clientIdleTimeout,
+		MaxClientConns:            maxConns,
+		BodyMemoryBudget:          int64(bodyBudget),
+		MaxBodySize:               maxBody,
+		TrustedProxies:            trusted,
+		ProbeTimeout:              f.probeTimeout,
+		ProbeWorkers:              f.probeWorkers,
+		ProbeQueueSize:            f.probeQueueSize,
+		Retry:                     f.retry,
+		Logger:                    logger,
+		Seed:                      f.seed,
 	})
 	if err != nil {
 		return bad("%v", err)
@@ -255,6 +294,11 @@ func parseTrustedProxies(list []string) ([]netip.Prefix, error) {
 
 // parseByteSize reads a positive byte count as a Kubernetes quantity
 // ("32Mi", "1M", "1048576"), at most 1 GiB: bodies are held in memory.
+// memoryMargin is the memory beyond --body-memory-budget the ingress's
+// soft memory limit allows for everything else (routes, pools, buffers of
+// idle connections, the runtime).
+const memoryMargin = 96 << 20
+
 func parseByteSize(s string) (int, error) {
 	q, err := resource.ParseQuantity(s)
 	if err != nil {

@@ -62,6 +62,9 @@ type Metrics struct {
 	RejectedPaths     prometheus.Counter
 	ClientErrors      *prometheus.CounterVec // code
 	Panics            prometheus.Counter
+	// BodyBudgetRefusals counts answers refused because their body would
+	// overrun the body memory budget (requests are in ClientErrors, 503).
+	BodyBudgetRefusals prometheus.Counter
 
 	gauges gaugeCollector
 }
@@ -141,6 +144,10 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "prequal_panics_total",
 			Help: "Requests whose handling panicked, each answered 502 (the panic is logged with its stack).",
 		}),
+		BodyBudgetRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prequal_body_budget_refusals_total",
+			Help: "Backend answers not taken because their body would overrun --body-memory-budget; the client got 503 (a request body over it is in prequal_client_errors_total{code=\"503\"}).",
+		}),
 	}
 	m.gauges = gaugeCollector{
 		snapshot: snapshot,
@@ -156,7 +163,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 	for _, c := range []prometheus.Collector{
 		m.Requests, m.RequestDuration, m.Selections, m.Fallbacks, m.ProbesSent, m.ProbeResults,
 		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths,
-		m.ClientErrors, m.Panics,
+		m.ClientErrors, m.Panics, m.BodyBudgetRefusals,
 		m.OutlierEjections, m.OutlierReturns, &m.gauges,
 	} {
 		if err := reg.Register(c); err != nil {

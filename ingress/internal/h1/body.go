@@ -33,11 +33,16 @@ func (b *Reader) readLength(dst []byte, n int64, limit int, last bool) ([]byte, 
 		bound = end
 	}
 	m := min(b.w-b.r, int(n))
-	dst = growBody(dst, m, bound, 0)
+	dst, err := b.growBody(dst, m, bound, 0)
+	if err != nil {
+		return dst, err
+	}
 	dst = append(dst, b.buf[b.r:b.r+m]...)
 	b.r += m
 	for stalls := 0; len(dst) < end; {
-		dst = growBody(dst, 1, bound, minGrowth)
+		if dst, err = b.growBody(dst, 1, bound, minGrowth); err != nil {
+			return dst, err
+		}
 		k, err := b.rd.Read(dst[len(dst):min(cap(dst), end)])
 		dst = dst[:len(dst)+k]
 		b.n += int64(k)
@@ -67,13 +72,18 @@ const minGrowth = 64 << 10
 // growBody makes room in dst for need more bytes when it has less: twice
 // its capacity, at least floor more, never past bound (need fits under
 // it), so memory follows the bytes that came, not the length declared.
-func growBody(dst []byte, need, bound, floor int) []byte {
+// The growth is charged to the reader's Charge: ErrBodyBudget when spent.
+func (b *Reader) growBody(dst []byte, need, bound, floor int) ([]byte, error) {
 	if cap(dst)-len(dst) >= need {
-		return dst
+		return dst, nil
 	}
-	grown := make([]byte, len(dst), min(bound, max(2*cap(dst), len(dst)+max(need, floor))))
+	size := min(bound, max(2*cap(dst), len(dst)+max(need, floor)))
+	if !b.charge.take(size - cap(dst)) {
+		return dst, ErrBodyBudget
+	}
+	grown := make([]byte, len(dst), size)
 	copy(grown, dst)
-	return grown
+	return grown, nil
 }
 
 // readChunked appends a chunked body (RFC 9112 §7.1), de-chunked, to dst.

@@ -22,7 +22,13 @@ type Reader struct {
 	n int64
 	// lastHead is the length of the last head read.
 	lastHead int
+	// charge pays for body buffers (nil: nothing is charged).
+	charge *Charge
 }
+
+// ChargeTo makes body buffers grown from now on be charged to c (nil: to
+// nothing).
+func (b *Reader) ChargeTo(c *Charge) { b.charge = c }
 
 // NewReader returns a reader over rd that takes heads of up to max bytes.
 func NewReader(rd io.Reader, max int) *Reader {
@@ -174,11 +180,16 @@ func (b *Reader) readToEOF(dst []byte, max int) ([]byte, error) {
 	if b.w-b.r > max-len(dst) {
 		return append(dst, b.buf[b.r:b.r+max-len(dst)+1]...), ErrBodyTooLarge
 	}
-	dst = growBody(dst, b.w-b.r, max+1, 0)
+	dst, err := b.growBody(dst, b.w-b.r, max+1, 0)
+	if err != nil {
+		return dst, err
+	}
 	dst = append(dst, b.buf[b.r:b.w]...)
 	b.r = b.w
 	for {
-		dst = growBody(dst, 1, max+1, initialBuffer)
+		if dst, err = b.growBody(dst, 1, max+1, initialBuffer); err != nil {
+			return dst, err
+		}
 		m, err := b.rd.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+m]
 		b.n += int64(m)

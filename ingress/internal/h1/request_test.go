@@ -256,3 +256,22 @@ func TestRequest_TrimHead(t *testing.T) {
 		}
 	}
 }
+
+// A head with more than MaxFields field lines is refused, however small
+// each line is; MaxFields lines are taken.
+func TestReadRequestHead_FieldCountBound(t *testing.T) {
+	head := func(n int) string {
+		return "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("a:\r\n", n-1) + "\r\n"
+	}
+	for _, tt := range []struct {
+		fields int
+		ok     bool
+	}{{MaxFields, true}, {MaxFields + 1, false}, {4000, false}} {
+		var r Request
+		br := NewReader(strings.NewReader(head(tt.fields)), 16<<10)
+		err := br.ReadRequestHead(&r)
+		if (err == nil) != tt.ok || (err != nil && StatusOf(err) != 400) {
+			t.Errorf("%d fields: %v, want ok=%v (or 400)", tt.fields, err, tt.ok)
+		}
+	}
+}

@@ -22,6 +22,10 @@ type Exchange struct {
 	// Out is scratch space for the handler (the request as it goes
 	// upstream), kept with the connection.
 	Out []byte
+	// Charge holds the exchange's share of the server's BodyBudget, for
+	// the request body and, through the handler's reader, the answer's;
+	// released once the answer is written.
+	Charge Charge
 }
 
 // Handler answers a request read whole: it reads x.Req and fills x.Resp.
@@ -46,6 +50,19 @@ type Server struct {
 	// byte. WriteTimeout bounds writing an answer. IdleTimeout bounds the
 	// wait for a connection's next request. Zero: no bound.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// FirstRequestTimeout bounds the wait for a new connection's first
+	// byte, shorter than IdleTimeout so a socket that never sends anything
+	// holds its descriptor briefly. Zero: IdleTimeout.
+	FirstRequestTimeout time.Duration
+	// MaxConns caps open connections. At the cap a new connection sheds
+	// the connection that has been idle longest (waiting for a request);
+	// when none is idle the new one is closed at once. Zero: no cap.
+	MaxConns int
+	// BodyBudget, when set, bounds the body bytes all connections hold at
+	// once; a request whose body would overrun it gets 503.
+	BodyBudget *BodyBudget
+
+	shed, refused atomic.Uint64
 
 	shutdown atomic.Bool
 	mu       sync.Mutex
@@ -68,7 +85,16 @@ type conn struct {
 	x     Exchange
 	wbuf  []byte
 	state atomic.Int32
+	// idleSince is when the connection last began to wait for a request
+	// (UnixNano), for shedding the oldest idle one at MaxConns.
+	idleSince atomic.Int64
 }
+
+// Shed is how many idle connections were closed to make room for a new
+// one at MaxConns; Refused how many new ones were closed because none was
+// idle.
+func (s *Server) Shed() uint64    { return s.shed.Load() }
+func (s *Server) Refused() uint64 { return s.refused.Load() }
 
 // Serve accepts connections on l and serves them until Shutdown, then
 // returns nil; another failure to accept is returned.
@@ -112,9 +138,13 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		backoff = 0
 		c := &conn{nc: nc}
-		if !s.track(c) {
+		switch s.track(c) {
+		case trackShutdown:
 			nc.Close()
 			return nil
+		case trackFull:
+			nc.Close()
+			continue
 		}
 		go s.serve(c)
 	}
@@ -125,13 +155,47 @@ func isTemporary(err error) bool {
 	return ok && t.Temporary()
 }
 
-func (s *Server) track(c *conn) bool {
+const (
+	tracked = iota
+	trackShutdown
+	trackFull
+)
+
+// track registers c; at MaxConns it first closes the connection idle
+// longest, so idle sockets cannot lock active clients out.
+func (s *Server) track(c *conn) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutdown.Load() {
-		return false
+		return trackShutdown
+	}
+	if s.MaxConns > 0 && len(s.conns) >= s.MaxConns {
+		if !s.shedOldestIdleLocked() {
+			s.refused.Add(1)
+			return trackFull
+		}
 	}
 	s.conns[c] = struct{}{}
+	return tracked
+}
+
+// shedOldestIdleLocked closes the connection that has waited longest for
+// a request. Its goroutine sees the close and untracks it; it is counted
+// out of s.conns at once so the new connection takes its place. O(n) in
+// open connections, only at the cap.
+func (s *Server) shedOldestIdleLocked() bool {
+	var oldest *conn
+	for c := range s.conns {
+		if c.state.Load() == stateIdle && (oldest == nil || c.idleSince.Load() < oldest.idleSince.Load()) {
+			oldest = c
+		}
+	}
+	if oldest == nil || !oldest.state.CompareAndSwap(stateIdle, stateClosed) {
+		return false
+	}
+	oldest.nc.Close()
+	delete(s.conns, oldest)
+	s.shed.Add(1)
 	return true
 }
 
@@ -227,9 +291,15 @@ func (s *Server) serve(c *conn) {
 		c.x.Remote = a.AddrPort()
 	}
 	x := &c.x
+	x.Charge.Use(s.BodyBudget)
+	c.br.ChargeTo(&x.Charge)
+	defer x.Charge.Release()
 	for answered := false; ; answered = true {
 		// Wait for the next request's first byte, idle.
-		c.state.Store(stateIdle)
+		c.idleSince.Store(time.Now().UnixNano())
+		if !c.state.CompareAndSwap(stateActive, stateIdle) {
+			return // shed at MaxConns or closed by Shutdown
+		}
 		if s.shutdown.Load() {
 			if answered {
 				lingerClose(c.nc) // the client may have pipelined more
@@ -237,7 +307,11 @@ func (s *Server) serve(c *conn) {
 			return
 		}
 		if c.br.Buffered() == 0 {
-			if err := c.nc.SetReadDeadline(deadline(time.Now(), s.IdleTimeout)); err != nil {
+			wait := s.IdleTimeout
+			if !answered && s.FirstRequestTimeout > 0 {
+				wait = s.FirstRequestTimeout
+			}
+			if err := c.nc.SetReadDeadline(deadline(time.Now(), wait)); err != nil {
 				return
 			}
 			if err := c.br.Fill(); err != nil {
@@ -256,7 +330,9 @@ func (s *Server) serve(c *conn) {
 		}
 		s.Handler(x)
 		closing := x.Req.Close || s.shutdown.Load()
-		if err := s.answer(c, closing); err != nil || closing {
+		err := s.answer(c, closing)
+		x.Charge.Release()
+		if err != nil || closing {
 			if err == nil {
 				// Requests the client pipelined may be unread, in the buffer
 				// or still in the socket: closing over them would reset the

@@ -405,3 +405,110 @@ func TestServer_RefusalAfterAHEADHasItsBody(t *testing.T) {
 		t.Fatalf("the head over the limit after a HEAD: %+v, want 400 with its body", a)
 	}
 }
+
+// A connection that never sends a byte is closed after FirstRequestTimeout,
+// long before IdleTimeout.
+func TestServer_FirstRequestTimeout(t *testing.T) {
+	ts, _ := startServer(t, func(s *Server) { s.FirstRequestTimeout = 50 * time.Millisecond; s.IdleTimeout = time.Minute })
+	_, br := dial(t, ts.addr)
+	if !closed(t, br) {
+		t.Fatal("a silent new connection was not closed after FirstRequestTimeout")
+	}
+}
+
+// idleConns counts the server's connections waiting for a request.
+func idleConns(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		if c.state.Load() == stateIdle {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(wait); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// At MaxConns a new client is served: the connection idle longest is
+// closed for it, the others are kept.
+func TestServer_MaxConnsShedsOldestIdle(t *testing.T) {
+	ts, _ := startServer(t, func(s *Server) { s.MaxConns = 2 })
+	_, oldest := dial(t, ts.addr)
+	waitFor(t, "the first idle connection", func() bool { return idleConns(ts.Server) == 1 })
+	c2, br2 := dial(t, ts.addr)
+	waitFor(t, "the second idle connection", func() bool { return idleConns(ts.Server) == 2 })
+	c3, br3 := dial(t, ts.addr)
+	_, _ = io.WriteString(c3, "GET /new HTTP/1.1\r\nHost: x\r\n\r\n")
+	if a := readAnswer(t, br3, false); a.status != 200 {
+		t.Fatalf("the new client at the cap: %+v, want 200", a)
+	}
+	if !closed(t, oldest) {
+		t.Fatal("the oldest idle connection was not shed")
+	}
+	_, _ = io.WriteString(c2, "GET /kept HTTP/1.1\r\nHost: x\r\n\r\n")
+	if a := readAnswer(t, br2, false); a.status != 200 {
+		t.Fatalf("the younger idle connection: %+v, want 200", a)
+	}
+	if ts.Shed() != 1 || ts.Refused() != 0 {
+		t.Fatalf("shed %d refused %d, want 1 and 0", ts.Shed(), ts.Refused())
+	}
+}
+
+// At MaxConns with no idle connection, the new one is closed and the
+// active ones finish.
+func TestServer_MaxConnsRefusesWhenNoneIdle(t *testing.T) {
+	ts, release := startServer(t, func(s *Server) { s.MaxConns = 1 })
+	c1, br1 := dial(t, ts.addr)
+	_, _ = io.WriteString(c1, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-ts.served
+	_, br2 := dial(t, ts.addr)
+	if !closed(t, br2) {
+		t.Fatal("a connection over the cap was not closed")
+	}
+	close(release)
+	if a := readAnswer(t, br1, false); a.status != 200 {
+		t.Fatalf("the active request: %+v", a)
+	}
+	if ts.Refused() != 1 {
+		t.Fatalf("refused %d, want 1", ts.Refused())
+	}
+}
+
+// Bodies held at once are bounded by the BodyBudget: a request whose body
+// would overrun it gets 503 while another holds its share, and is taken
+// once that share is released with its answer.
+func TestServer_BodyBudget(t *testing.T) {
+	budget := NewBodyBudget(150)
+	ts, release := startServer(t, func(s *Server) { s.BodyBudget = budget })
+	body := strings.Repeat("x", 100)
+	post := func(path string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + body
+	}
+	c1, br1 := dial(t, ts.addr)
+	_, _ = io.WriteString(c1, post("/slow"))
+	<-ts.served
+	c2, br2 := dial(t, ts.addr)
+	_, _ = io.WriteString(c2, post("/second"))
+	if a := readAnswer(t, br2, false); a.status != 503 {
+		t.Fatalf("a body over the budget: %+v, want 503", a)
+	}
+	close(release)
+	if a := readAnswer(t, br1, false); a.status != 200 {
+		t.Fatalf("the held request: %+v", a)
+	}
+	waitFor(t, "the budget released", func() bool { return budget.InUse() == 0 })
+	c3, br3 := dial(t, ts.addr)
+	_, _ = io.WriteString(c3, post("/third"))
+	if a := readAnswer(t, br3, false); a.status != 200 {
+		t.Fatalf("after the release: %+v, want 200", a)
+	}
+}

@@ -20,8 +20,10 @@ import (
 // in quick succession suffice) and the failure share is above
 // AversionThreshold. Decay is what lets an avoided endpoint back in: it gets
 // no traffic, its count falls below the minimum sample, it is tried again,
-// and one more failure makes it averse again. A fail-fast replica so gets
-// about one request per ln(5/4)·AversionDecay ≈ 0.45 s per policy instance.
+// and one more failure makes it averse again. After 5 failures in a row it is
+// also a suspect until a success: each further failure keeps it out for 2n of
+// this instance's own picks and at least AversionRetryTime, so its retries
+// follow the policy's traffic rather than the clock alone.
 const (
 	// AversionThreshold is the failure share above which an endpoint is
 	// avoided.

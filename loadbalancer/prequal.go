@@ -39,10 +39,9 @@ import (
 //     so the memory is not needed there (see LatencyMemory).
 //   - Eq. 1 where its denominator (1 − m/n)·r_probe − r_remove is <= 0
 //     (at the defaults n <= 24): read literally, max{1, negative} = 1, and
-//     the budget is 1. Above it the budget is bounded by MaxReuse (default
-//     2); uncapped, n = 25-30 gave budgets 16 to 5 and tripled p99 with 10
-//     clients in the fleet simulation (see ReuseWarning and the table in
-//     the README).
+//     the budget is 1. Just past the pole it rises by at most one per
+//     replica (read literally it jumps to n at n = 25), then follows Eq. 1
+//     up to MaxReuse (default 16); see reuseBudget and ReuseWarning.
 //   - A reused probe is made pessimistic as well as busier: each use adds
 //     one request to its RIF (the paper's compensation) and the latency of
 //     one request at RIF 1 (unitLatency) to its latency, which the paper
@@ -176,8 +175,8 @@ func newPoolPolicy(name string, cfg PrequalConfig, sel selector) *prequal {
 // code jumped from 1 to 16 at n = 25) and reaches Eq. 1 a few replicas
 // further on. Far from the pole Eq. 1 applies up to maxReuse: at the paper's
 // low probe rates (§5.3: r_probe 0.5, r_remove 0.25, n = 100, b = 11.8) a
-// fixed cap of 2 drained the pool and made picks random (sim-paper-70: p99
-// 4.98 s against 0.24 s with Eq. 1).
+// fixed cap of 2 drained the pool and made picks random (sim-three-speeds-70:
+// p99 4.98 s against 0.24 s with Eq. 1).
 func reuseBudget(m, n int, rProbe, rRemove, delta float64, maxReuse int) float64 {
 	if n <= 0 {
 		return 1

@@ -261,7 +261,9 @@ func scrapeIngress(t *testing.T) map[string]*dto.MetricFamily {
 func parse(t *testing.T, admin http.Handler) map[string]*dto.MetricFamily {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Host = "127.0.0.1:8081" // as Prometheus scrapes: by address (a DNS name is refused)
+	admin.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("/metrics: %d", rec.Code)
 	}

@@ -176,3 +176,33 @@ func TestVerdict_ShedderInAMinorityOfRunsDoesNotWin(t *testing.T) {
 		}
 	}
 }
+
+// In a closed loop an instant 503 frees the connection at once, so a
+// policy that sheds half its requests doubles its successes per second:
+// on goodput it must not win either.
+func TestVerdict_ClosedLoopShedderDoesNotWinGoodput(t *testing.T) {
+	t.Parallel()
+	spec := reportstest.Default(6)
+	spec.TargetRate, spec.PrimaryMetric = 0, "goodput_rps"
+	p := spec.Profiles["prequal"]
+	p.ErrorRate, p.FastFail, p.RateFactor = 0.5, true, 4
+	spec.Profiles["prequal"] = p
+	a, err := reports.Analyze(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	primaries := 0
+	for _, c := range a.Comparisons {
+		if !c.Primary {
+			continue
+		}
+		primaries++
+		if c.Metric != "goodput_rps" || c.Outcome != reports.OutcomeFailsMore || c.Winner != "" ||
+			!strings.Contains(c.Verdict, "prequal has more goodput but fails more requests") {
+			t.Errorf("primary %s: %q winner %q, want %q: %s", c.Metric, c.Outcome, c.Winner, reports.OutcomeFailsMore, c.Verdict)
+		}
+	}
+	if primaries != 1 {
+		t.Errorf("%d primary comparisons, want 1", primaries)
+	}
+}

@@ -111,7 +111,7 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return err
 	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, runtime.NumCPU())
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, hostCPUs())
 	for _, h := range []struct {
 		file string
 		h    *hdrhistogram.Histogram
@@ -137,6 +137,17 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return fmt.Errorf("campaign: timeseries: %w", err)
 	}
 	return artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), ts.Bytes())
+}
+
+// hostCPUs is the number of CPUs the host's idle reading covers: the
+// per-CPU lines of /proc/stat, not runtime.NumCPU, which under taskset or
+// a cpuset counts only the CPUs this process may use and so would
+// overstate the share of the host the campaign's processes took.
+func hostCPUs() int {
+	if n := hostcpu.HostCPUs(); n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
 }
 
 // cpuSampler samples the host, this process (the load generator) and, in

@@ -268,11 +268,12 @@ type Validity struct {
 	Saturation string `json:"saturation,omitempty"`
 }
 
-// HostOutsideFloor is the share of the host (percent of all CPUs) that
-// processes outside the campaign must take in a second without headroom
-// for that second to count against a run; below it, the campaign's own
-// processes exhausted the host.
-const HostOutsideFloor = 20.0
+// HostOwnFloor is the share of the host (percent of all CPUs) the
+// campaign's own processes must take in a second without headroom for
+// that second to be charged to them: their share alone would leave less
+// than 10% idle. Below it, the processes outside the campaign are what
+// pushed idle under 10%, and the second counts against the run.
+const HostOwnFloor = 90.0
 
 // Outcomes of a run's host-headroom check.
 const (

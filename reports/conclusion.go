@@ -113,8 +113,16 @@ func validityConclusion(ds *dataset, a *Analysis) []string {
 	out := []string{s}
 	for _, alg := range a.Campaign.Algorithms {
 		if n := saturated[alg]; n > 0 {
-			out = append(out, fmt.Sprintf("**%s's own processes exhausted the host** in %d of its %d runs (%s): this load cannot be served with %s on this host. Those runs are kept: what the policy costs is part of what it is.",
-				alg, n, runs[alg], firstSaturation(a, alg), alg))
+			first := firstSaturation(a, alg)
+			// The policy is blamed only when its ingress alone took the
+			// host; otherwise the generator and backends share the cost.
+			if strings.Contains(first, "with this policy") {
+				out = append(out, fmt.Sprintf("**%s's ingress exhausted the host** in %d of its %d runs (%s): this load cannot be served with %s on this host. Those runs are kept: what the policy costs is part of what it is.",
+					alg, n, runs[alg], first, alg))
+				continue
+			}
+			out = append(out, fmt.Sprintf("**This campaign's own processes (generator, ingress, backends) exhausted the host** in %d of %s's %d runs (%s): this load cannot be served by this setup on this host while %s routes it. Those runs are kept: what the campaign costs is part of the result.",
+				n, alg, runs[alg], first, alg))
 		}
 	}
 	if w := invalidCluster(invalid, runs, a.Campaign.Algorithms); w != "" {

@@ -128,9 +128,9 @@ type hostUse struct {
 
 // attribute sorts the window's seconds without host headroom into those
 // an outside process caused and those the campaign's own processes did.
-// A process group without a reading counts as using nothing, so an
-// environment that cannot see its processes blames the outside, as a
-// check without attribution would.
+// A process group without a reading counts as using nothing; an
+// environment that cannot list its processes is not sampled at all
+// (hostCheckPlan).
 func attribute(series []load.Second, cpus int) hostUse {
 	var h hostUse
 	cpus = max(cpus, 1)

@@ -225,3 +225,18 @@ func TestJudge_HostBusyIsAttributed(t *testing.T) {
 		t.Errorf("headroom: %+v; want passed", v)
 	}
 }
+
+// Where the environment cannot list its processes (kind, kube, external),
+// their CPU would count as outside load: the host is not judged, and the
+// run says why.
+func TestHostCheckPlan_OnlyWhereProcessesAreListed(t *testing.T) {
+	if sample, note := hostCheckPlan(false, true); !sample || note != "" {
+		t.Errorf("local: sample %v note %q; want the host sampled", sample, note)
+	}
+	if sample, note := hostCheckPlan(false, false); sample || !strings.Contains(note, "not on this host's process list") {
+		t.Errorf("unlisted processes: sample %v note %q; want not checked, with the reason", sample, note)
+	}
+	if sample, note := hostCheckPlan(true, true); sample || note == "" {
+		t.Errorf("load driven by the environment: sample %v note %q; want not checked, with the reason", sample, note)
+	}
+}

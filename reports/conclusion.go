@@ -146,20 +146,45 @@ func firstSaturation(a *Analysis, alg string) string {
 
 // invalidCluster warns when the invalid runs fall mostly on one policy:
 // dropping them then leaves that policy's luckiest runs (survivorship).
-// At least two invalid runs, more than half of them on one algorithm.
+// It names the algorithm with the highest invalid share when that share
+// is at least clusterFactor times the other algorithms' pooled share and
+// it has at least two invalid runs. A share of all the invalid runs would
+// miss it among many algorithms: 3 of 6 for one and 1 of 6 for four
+// others is not more than half of the invalid runs, but three times the
+// others' rate.
 func invalidCluster(invalid, runs map[string]int, algs []string) string {
-	total := 0
-	for _, n := range invalid {
-		total += n
-	}
+	totalInvalid, totalRuns := 0, 0
 	for _, alg := range algs {
-		if n := invalid[alg]; total >= 2 && 2*n > total {
-			return fmt.Sprintf("the invalid runs cluster in %s (%d of its %d runs, %d of the campaign's %d invalid runs): its remaining runs may be its luckiest, so its numbers may look better than it is.",
-				alg, n, runs[alg], n, total)
+		totalInvalid += invalid[alg]
+		totalRuns += runs[alg]
+	}
+	worst, worstShare := "", 0.0
+	for _, alg := range algs {
+		n := invalid[alg]
+		if n < 2 || runs[alg] == 0 {
+			continue
+		}
+		share := float64(n) / float64(runs[alg])
+		restInvalid, restRuns := totalInvalid-n, totalRuns-runs[alg]
+		rest := 0.0
+		if restRuns > 0 {
+			rest = float64(restInvalid) / float64(restRuns)
+		}
+		if share >= clusterFactor*rest && share > worstShare {
+			worst, worstShare = alg, share
 		}
 	}
-	return ""
+	if worst == "" {
+		return ""
+	}
+	n := invalid[worst]
+	return fmt.Sprintf("the invalid runs cluster in %s (%d of its %d runs, against %d of the other algorithms' %d runs): its remaining runs may be its luckiest, so its numbers may look better than it is.",
+		worst, n, runs[worst], totalInvalid-n, totalRuns-runs[worst])
 }
+
+// clusterFactor is how many times the other algorithms' invalid share an
+// algorithm's must reach for the invalid runs to cluster in it.
+const clusterFactor = 2
 
 // hostChecks summarises the runs' host-headroom checks, saying "not
 // checked" wherever no check ran.

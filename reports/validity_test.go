@@ -317,7 +317,7 @@ func TestRender_AttributedValidity(t *testing.T) {
 		}
 	}
 	md = render(t, fixture(t, spec))
-	if !strings.Contains(md, "**Warning:** the invalid runs cluster in round-robin (2 of its 4 runs, 2 of the campaign's 2 invalid runs)") {
+	if !strings.Contains(md, "**Warning:** the invalid runs cluster in round-robin (2 of its 4 runs, against 0 of the other algorithms' 4 runs)") {
 		t.Errorf("no cluster warning:\n%s", md[:min(len(md), 3000)])
 	}
 

@@ -261,6 +261,10 @@ type Validity struct {
 	// HostCheck is the outcome of the host-headroom check (HostCheck*);
 	// empty in artifacts older than the field.
 	HostCheck string `json:"host_check,omitempty"`
+	// HostCheckNote says why the host check did not run when it was
+	// not checked (e.g. the environment's processes are not on this
+	// host's process list).
+	HostCheckNote string `json:"host_check_note,omitempty"`
 	// Saturation says how much of the host the campaign's own processes
 	// used when they, not an outside process, left it without headroom:
 	// the run stays valid, and the report says this policy cannot serve
@@ -268,11 +272,12 @@ type Validity struct {
 	Saturation string `json:"saturation,omitempty"`
 }
 
-// HostOutsideFloor is the share of the host (percent of all CPUs) that
-// processes outside the campaign must take in a second without headroom
-// for that second to count against a run; below it, the campaign's own
-// processes exhausted the host.
-const HostOutsideFloor = 20.0
+// HostOwnFloor is the share of the host (percent of all CPUs) the
+// campaign's own processes must take in a second without headroom for
+// that second to be charged to them: their share alone would leave less
+// than 10% idle. Below it, the processes outside the campaign are what
+// pushed idle under 10%, and the second counts against the run.
+const HostOwnFloor = 90.0
 
 // Outcomes of a run's host-headroom check.
 const (
@@ -284,7 +289,8 @@ const (
 	// HostCheckSaturated: the campaign's own processes exhausted the
 	// host; the run is valid, see Saturation.
 	HostCheckSaturated = "saturated by the campaign's own processes"
-	// HostCheckNotMeasured: no host CPU reading (simulator, kube, import).
+	// HostCheckNotMeasured: no host CPU reading (simulator, an
+	// environment whose processes this host cannot list, import).
 	HostCheckNotMeasured = "not checked"
 	// HostCheckSkipped: a host-bound scenario, which saturates the host
 	// by design.

@@ -73,8 +73,9 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		after, afterErr = r.env.Snapshot(ctx)
 	}
 	cfg.OnSecond = func(load.Second) { r.progress.Second() }
-	if !drivesItsLoad {
-		// The host's CPU means something only when the load is real.
+	_, lists := r.env.(env.ProcessLister)
+	sampleHost, hostNote := hostCheckPlan(drivesItsLoad, lists)
+	if sampleHost {
 		cfg.SampleCPU = r.cpuSampler()
 	}
 	if cfg.Warmup > 0 {
@@ -111,7 +112,10 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return err
 	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, runtime.NumCPU())
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, hostCPUs())
+	if run.Validity.HostCheck == artifacts.HostCheckNotMeasured {
+		run.Validity.HostCheckNote = hostNote
+	}
 	for _, h := range []struct {
 		file string
 		h    *hdrhistogram.Histogram
@@ -137,6 +141,38 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return fmt.Errorf("campaign: timeseries: %w", err)
 	}
 	return artifacts.WriteFileAtomic(filepath.Join(runDir, artifacts.TimeseriesFile), ts.Bytes())
+}
+
+// Why a run's host check did not run (Validity.HostCheckNote).
+const (
+	noteLoadDriven = "the environment drove the load, not this host"
+	noteNotListed  = "this environment's processes are not on this host's process list"
+)
+
+// hostCheckPlan says whether a run samples the host's CPU, and if not,
+// why. The check must know whose CPU it was: where the environment cannot
+// list its processes (anything but local: kind, kube, external), the
+// ingress, the backends and a policy's probes would count as outside
+// load and drop the runs, so the host is not judged at all.
+func hostCheckPlan(drivesItsLoad, listsProcesses bool) (sample bool, note string) {
+	switch {
+	case drivesItsLoad:
+		return false, noteLoadDriven
+	case !listsProcesses:
+		return false, noteNotListed
+	}
+	return true, ""
+}
+
+// hostCPUs is the number of CPUs the host's idle reading covers: the
+// per-CPU lines of /proc/stat, not runtime.NumCPU, which under taskset or
+// a cpuset counts only the CPUs this process may use and so would
+// overstate the share of the host the campaign's processes took.
+func hostCPUs() int {
+	if n := hostcpu.HostCPUs(); n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
 }
 
 // cpuSampler samples the host, this process (the load generator) and, in

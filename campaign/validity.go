@@ -23,13 +23,14 @@ const (
 	// (HostBusyShare), so 3 of a 4 s window cannot pass.
 	HostBusySeconds = 3
 	HostBusyShare   = 0.25
-	// OutsideFloor is the share of the host (percent of all CPUs) that
-	// processes outside the campaign (neither the generator, the ingress
-	// replicas nor the backends) must take in a busy second for that
-	// second to count against the run: below it, the campaign's own
-	// processes exhausted the host, which is the policy's cost on this
-	// host, reported as such rather than discarded.
-	OutsideFloor = artifacts.HostOutsideFloor
+	// OwnFloor is the share of the host (percent of all CPUs) the
+	// campaign's own processes (the generator, the ingress replicas and
+	// the backends) must take in a busy second for it to be charged to
+	// them: their share alone leaves less than HostIdleFloor idle. That
+	// is the campaign's cost on this host, reported rather than
+	// discarded. Below it, outside processes pushed the idle share under
+	// the floor, and the second counts against the run.
+	OwnFloor = artifacts.HostOwnFloor
 	// SendLagFloor and SendLagShare bound the send-lag p99: at most
 	// max(SendLagFloor, SendLagShare × the success p50). Below 5 ms lag is
 	// timer granularity and scheduling noise; above 1% of the p50 the
@@ -55,9 +56,9 @@ const (
 //
 // A second without host headroom is attributed: when the campaign's own
 // processes (cpus is the host's CPU count, to put their per-CPU readings
-// on the host's scale) used all but OutsideFloor of the host, the run
-// stays valid and Validity.Saturation says so; otherwise an outside
-// process took the host and the run is invalid. hostBound (scenario
+// on the host's scale) used at least OwnFloor of the host, the run stays
+// valid and Validity.Saturation says so; otherwise an outside process
+// took the headroom and the run is invalid. hostBound (scenario
 // protocol.hostBound) skips the host check: the scenario measures the
 // saturated host's throughput itself.
 func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, hostBound bool, cpus int) artifacts.Validity {
@@ -78,8 +79,14 @@ func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, 
 				HostIdleFloor, h.outside, h.measured, allowed, h.outsidePeak))
 		} else if h.own > allowed {
 			check = artifacts.HostCheckSaturated
-			saturation = fmt.Sprintf("the campaign's own processes used %.0f%% of the host (generator %.0f%%, ingress %.0f%%, backends %.0f%%; median of the %d s of the window's %d without headroom): this load cannot be served with this policy on this host",
-				h.ownMedian, h.gen, h.ingress, h.backends, h.own, h.measured)
+			// The policy runs in the ingress (with its probes): it is
+			// named only when the ingress alone took the host.
+			whose, served := "this campaign's own processes (generator, ingress, backends)", "by this campaign's own processes"
+			if h.ingress >= OwnFloor {
+				whose, served = "the ingress, where the policy runs,", "with this policy"
+			}
+			saturation = fmt.Sprintf("%s used %.0f%% of the host (generator %.0f%%, ingress %.0f%%, backends %.0f%%; median of the %d s of the window's %d without headroom): this load cannot be served %s on this host",
+				whose, h.ownMedian, h.gen, h.ingress, h.backends, h.own, h.measured, served)
 		}
 	}
 	if l.SendLag.Count > 0 {
@@ -121,9 +128,9 @@ type hostUse struct {
 
 // attribute sorts the window's seconds without host headroom into those
 // an outside process caused and those the campaign's own processes did.
-// A process group without a reading counts as using nothing, so an
-// environment that cannot see its processes blames the outside, as a
-// check without attribution would.
+// A process group without a reading counts as using nothing; an
+// environment that cannot list its processes is not sampled at all
+// (hostCheckPlan).
 func attribute(series []load.Second, cpus int) hostUse {
 	var h hostUse
 	cpus = max(cpus, 1)
@@ -144,7 +151,7 @@ func attribute(series []load.Second, cpus int) hostUse {
 		}
 		g, i, b := share(s.CPU.Generator), share(s.CPU.Ingress), share(s.CPU.Backends)
 		outside := 100 - s.CPU.HostIdle - (g + i + b)
-		if outside >= OutsideFloor {
+		if g+i+b < OwnFloor {
 			h.outside++
 			h.outsidePeak = max(h.outsidePeak, outside)
 			continue

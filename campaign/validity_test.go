@@ -194,9 +194,24 @@ func TestJudge_HostBusyIsAttributed(t *testing.T) {
 	// prober), backends 50% of one CPU = 90% of the 2-CPU host.
 	v = judge(healthyLoad(), withOwn(seriesFromProcStat(t, busy4), 30, 100, 50), 4400, false, 2)
 	if !v.Valid || v.HostCheck != artifacts.HostCheckSaturated ||
-		!strings.Contains(v.Saturation, "used 90% of the host (generator 15%, ingress 50%, backends 25%") ||
-		!strings.Contains(v.Saturation, "cannot be served with this policy on this host") {
+		!strings.Contains(v.Saturation, "this campaign's own processes (generator, ingress, backends) used 90% of the host (generator 15%, ingress 50%, backends 25%") ||
+		!strings.Contains(v.Saturation, "cannot be served by this campaign's own processes on this host") {
 		t.Errorf("own saturation: %+v; want valid with the saturation said", v)
+	}
+	// The ingress alone (the policy, with its probes) took the host: the
+	// policy is named.
+	v = judge(healthyLoad(), withOwn(seriesFromProcStat(t, busy4), 0, 182, 0), 4400, false, 2)
+	if !v.Valid || v.HostCheck != artifacts.HostCheckSaturated ||
+		!strings.Contains(v.Saturation, "the ingress, where the policy runs, used 91% of the host") ||
+		!strings.Contains(v.Saturation, "cannot be served with this policy on this host") {
+		t.Errorf("ingress saturation: %+v; want valid with the policy named", v)
+	}
+	// The review's case: own 76% of the host, outside about 15%, idle
+	// 9.5%. The campaign alone would have left 24% idle: the outside load
+	// took the headroom, so the run is invalid, not charged to the policy.
+	v = judge(healthyLoad(), withOwn(seriesFromProcStat(t, busy4), 30, 100, 22), 4400, false, 2)
+	if v.Valid || v.HostCheck != artifacts.HostCheckOutside || v.Saturation != "" {
+		t.Errorf("own 76%% + outside 15%%: %+v; want invalid for outside interference", v)
 	}
 	// No reading of the host at all (the simulator): not checked.
 	if v := judge(healthyLoad(), []load.Second{{Second: 0}}, 4400, false, 2); !v.Valid || v.HostCheck != artifacts.HostCheckNotMeasured {
@@ -208,5 +223,20 @@ func TestJudge_HostBusyIsAttributed(t *testing.T) {
 	v = judge(healthyLoad(), seriesFromProcStat(t, []uint64{40, 40, 40}), 4400, false, 2)
 	if !v.Valid || v.HostCheck != artifacts.HostCheckPassed {
 		t.Errorf("headroom: %+v; want passed", v)
+	}
+}
+
+// Where the environment cannot list its processes (kind, kube, external),
+// their CPU would count as outside load: the host is not judged, and the
+// run says why.
+func TestHostCheckPlan_OnlyWhereProcessesAreListed(t *testing.T) {
+	if sample, note := hostCheckPlan(false, true); !sample || note != "" {
+		t.Errorf("local: sample %v note %q; want the host sampled", sample, note)
+	}
+	if sample, note := hostCheckPlan(false, false); sample || !strings.Contains(note, "not on this host's process list") {
+		t.Errorf("unlisted processes: sample %v note %q; want not checked, with the reason", sample, note)
+	}
+	if sample, note := hostCheckPlan(true, true); sample || note == "" {
+		t.Errorf("load driven by the environment: sample %v note %q; want not checked, with the reason", sample, note)
 	}
 }

@@ -113,8 +113,16 @@ func validityConclusion(ds *dataset, a *Analysis) []string {
 	out := []string{s}
 	for _, alg := range a.Campaign.Algorithms {
 		if n := saturated[alg]; n > 0 {
-			out = append(out, fmt.Sprintf("**%s's own processes exhausted the host** in %d of its %d runs (%s): this load cannot be served with %s on this host. Those runs are kept: what the policy costs is part of what it is.",
-				alg, n, runs[alg], firstSaturation(a, alg), alg))
+			first := firstSaturation(a, alg)
+			// The policy is blamed only when its ingress alone took the
+			// host; otherwise the generator and backends share the cost.
+			if strings.Contains(first, "with this policy") {
+				out = append(out, fmt.Sprintf("**%s's ingress exhausted the host** in %d of its %d runs (%s): this load cannot be served with %s on this host. Those runs are kept: what the policy costs is part of what it is.",
+					alg, n, runs[alg], first, alg))
+				continue
+			}
+			out = append(out, fmt.Sprintf("**This campaign's own processes (generator, ingress, backends) exhausted the host** in %d of %s's %d runs (%s): this load cannot be served by this setup on this host while %s routes it. Those runs are kept: what the campaign costs is part of the result.",
+				n, alg, runs[alg], first, alg))
 		}
 	}
 	if w := invalidCluster(invalid, runs, a.Campaign.Algorithms); w != "" {
@@ -138,20 +146,45 @@ func firstSaturation(a *Analysis, alg string) string {
 
 // invalidCluster warns when the invalid runs fall mostly on one policy:
 // dropping them then leaves that policy's luckiest runs (survivorship).
-// At least two invalid runs, more than half of them on one algorithm.
+// It names the algorithm with the highest invalid share when that share
+// is at least clusterFactor times the other algorithms' pooled share and
+// it has at least two invalid runs. A share of all the invalid runs would
+// miss it among many algorithms: 3 of 6 for one and 1 of 6 for four
+// others is not more than half of the invalid runs, but three times the
+// others' rate.
 func invalidCluster(invalid, runs map[string]int, algs []string) string {
-	total := 0
-	for _, n := range invalid {
-		total += n
-	}
+	totalInvalid, totalRuns := 0, 0
 	for _, alg := range algs {
-		if n := invalid[alg]; total >= 2 && 2*n > total {
-			return fmt.Sprintf("the invalid runs cluster in %s (%d of its %d runs, %d of the campaign's %d invalid runs): its remaining runs may be its luckiest, so its numbers may look better than it is.",
-				alg, n, runs[alg], n, total)
+		totalInvalid += invalid[alg]
+		totalRuns += runs[alg]
+	}
+	worst, worstShare := "", 0.0
+	for _, alg := range algs {
+		n := invalid[alg]
+		if n < 2 || runs[alg] == 0 {
+			continue
+		}
+		share := float64(n) / float64(runs[alg])
+		restInvalid, restRuns := totalInvalid-n, totalRuns-runs[alg]
+		rest := 0.0
+		if restRuns > 0 {
+			rest = float64(restInvalid) / float64(restRuns)
+		}
+		if share >= clusterFactor*rest && share > worstShare {
+			worst, worstShare = alg, share
 		}
 	}
-	return ""
+	if worst == "" {
+		return ""
+	}
+	n := invalid[worst]
+	return fmt.Sprintf("the invalid runs cluster in %s (%d of its %d runs, against %d of the other algorithms' %d runs): its remaining runs may be its luckiest, so its numbers may look better than it is.",
+		worst, n, runs[worst], totalInvalid-n, totalRuns-runs[worst])
 }
+
+// clusterFactor is how many times the other algorithms' invalid share an
+// algorithm's must reach for the invalid runs to cluster in it.
+const clusterFactor = 2
 
 // hostChecks summarises the runs' host-headroom checks, saying "not
 // checked" wherever no check ran.

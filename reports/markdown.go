@@ -347,8 +347,8 @@ func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
 	}
 	fmt.Fprintf(w, "Each run checks its own measurement: the generator kept its schedule, the connection cap did not queue the load, "+
 		"and the host had headroom left by processes outside the campaign (a second without headroom is charged to the campaign's "+
-		"own processes, generator, ingress and backends, when the processes outside it used less than %g%% of the host). Host headroom: %s.\n\n",
-		artifacts.HostOutsideFloor, hostChecks(checks))
+		"own processes, generator, ingress and backends, only when they alone used at least %g%% of the host; otherwise to the processes outside it). Host headroom: %s.\n\n",
+		artifacts.HostOwnFloor, hostChecks(checks))
 	if len(saturated) > 0 {
 		fmt.Fprintf(w, "Runs whose own processes exhausted the host (kept: the policy's cost on this host is part of the result):\n\n")
 		mdTable(w, []string{"#", "algorithm", "what it used"}, saturated, 0)

@@ -149,3 +149,60 @@ func TestVerdicts_AreTheConclusionLines(t *testing.T) {
 		t.Errorf("verdicts %q", v)
 	}
 }
+
+// A policy that sheds 0.9% of its requests instantly in 2 of its 6 runs
+// has a median per-run error rate of 0, but fails 0.3% of all it was sent:
+// the fails-more guard pools the failures, so it does not win the
+// pessimistic p99 (0.9% is below the 1% that p99 would see).
+func TestVerdict_ShedderInAMinorityOfRunsDoesNotWin(t *testing.T) {
+	t.Parallel()
+	spec := reportstest.Default(6)
+	p := spec.Profiles["prequal"]
+	p.ErrorRate, p.FastFail, p.ErrorReps = 0.009, true, []int{1, 2}
+	spec.Profiles["prequal"] = p
+	a, err := reports.Analyze(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range a.Comparisons {
+		if !c.Primary {
+			continue
+		}
+		if c.Outcome != reports.OutcomeFailsMore || c.Winner != "" {
+			t.Errorf("primary %s: %q winner %q, want %q: %s", c.Metric, c.Outcome, c.Winner, reports.OutcomeFailsMore, c.Verdict)
+		}
+		if r := float64(c.RefErrorRate); r < 0.002 || r > 0.004 {
+			t.Errorf("prequal's error rate %v, want about 0.003 pooled over its runs", r)
+		}
+	}
+}
+
+// In a closed loop an instant 503 frees the connection at once, so a
+// policy that sheds half its requests doubles its successes per second:
+// on goodput it must not win either.
+func TestVerdict_ClosedLoopShedderDoesNotWinGoodput(t *testing.T) {
+	t.Parallel()
+	spec := reportstest.Default(6)
+	spec.TargetRate, spec.PrimaryMetric = 0, "goodput_rps"
+	p := spec.Profiles["prequal"]
+	p.ErrorRate, p.FastFail, p.RateFactor = 0.5, true, 4
+	spec.Profiles["prequal"] = p
+	a, err := reports.Analyze(fixture(t, spec), reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	primaries := 0
+	for _, c := range a.Comparisons {
+		if !c.Primary {
+			continue
+		}
+		primaries++
+		if c.Metric != "goodput_rps" || c.Outcome != reports.OutcomeFailsMore || c.Winner != "" ||
+			!strings.Contains(c.Verdict, "prequal has more goodput but fails more requests") {
+			t.Errorf("primary %s: %q winner %q, want %q: %s", c.Metric, c.Outcome, c.Winner, reports.OutcomeFailsMore, c.Verdict)
+		}
+	}
+	if primaries != 1 {
+		t.Errorf("%d primary comparisons, want 1", primaries)
+	}
+}

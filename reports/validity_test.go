@@ -271,7 +271,7 @@ func TestRender_AttributedValidity(t *testing.T) {
 	}
 	spec := small()
 	plan := planOf(t, fixture(t, spec)) // the same seed gives the same plan below
-	sat := "the campaign's own processes used 95% of the host (generator 10%, ingress 70%, backends 15%; median of the 5 s of the window's 20 without headroom): this load cannot be served with this policy on this host"
+	sat := "this campaign's own processes (generator, ingress, backends) used 95% of the host (generator 10%, ingress 70%, backends 15%; median of the 5 s of the window's 20 without headroom): this load cannot be served by this campaign's own processes on this host"
 	spec.SaturatedRuns = map[int]string{}
 	for _, p := range plan {
 		if p.Algorithm == "prequal" {
@@ -288,11 +288,24 @@ func TestRender_AttributedValidity(t *testing.T) {
 	}
 	md := render(t, dir)
 	top := strings.Join(strings.Split(md, "\n")[:min(40, strings.Count(md, "\n"))], "\n")
-	for _, want := range []string{"**prequal's own processes exhausted the host** in 4 of its 4 runs", "this load cannot be served with prequal on this host",
+	for _, want := range []string{"**This campaign's own processes (generator, ingress, backends) exhausted the host** in 4 of prequal's 4 runs", "this load cannot be served by this setup on this host while prequal routes it",
 		"Host headroom: passed in 4 run(s), exhausted by the campaign's own processes in 4 run(s)"} {
 		if !strings.Contains(top, want) {
 			t.Errorf("the first 40 lines lack %q:\n%s", want, top)
 		}
+	}
+
+	// The ingress alone took the host: the policy is named.
+	spec = small()
+	spec.SaturatedRuns = map[int]string{}
+	for _, p := range plan {
+		if p.Algorithm == "prequal" {
+			spec.SaturatedRuns[p.Index] = "the ingress, where the policy runs, used 92% of the host (generator 1%, ingress 90%, backends 1%; median of the 5 s of the window's 20 without headroom): this load cannot be served with this policy on this host"
+		}
+	}
+	md = render(t, fixture(t, spec))
+	if want := "**prequal's ingress exhausted the host** in 4 of its 4 runs"; !strings.Contains(md, want) || !strings.Contains(md, "cannot be served with prequal on this host") {
+		t.Errorf("the report lacks %q naming the policy", want)
 	}
 
 	// Invalid runs all on round-robin: a survivorship warning.
@@ -304,7 +317,7 @@ func TestRender_AttributedValidity(t *testing.T) {
 		}
 	}
 	md = render(t, fixture(t, spec))
-	if !strings.Contains(md, "**Warning:** the invalid runs cluster in round-robin (2 of its 4 runs, 2 of the campaign's 2 invalid runs)") {
+	if !strings.Contains(md, "**Warning:** the invalid runs cluster in round-robin (2 of its 4 runs, against 0 of the other algorithms' 4 runs)") {
 		t.Errorf("no cluster warning:\n%s", md[:min(len(md), 3000)])
 	}
 

@@ -225,11 +225,17 @@ func judge(c *Comparison, m metric, family int, familyBlocked bool, o Options) (
 		winner, loser = c.Algorithm, c.Reference
 		we, le = le, we
 	}
-	if m.Key != "error_rate" && m.Key != "goodput_rps" && float64(we)-float64(le) >= errorRateFloor {
+	if m.Key != "error_rate" && float64(we)-float64(le) >= errorRateFloor {
 		// A latency cannot be won by failing: whatever the metric's own
 		// count of failures, the faster side that fails more is no winner.
-		return OutcomeFailsMore, "", fmt.Sprintf("%s: no verdict: %s is faster but fails more requests (error rate %s against %s's %s)",
-			hd, winner, fmtRate01(float64(we)), loser, fmtRate01(float64(le)))
+		// Nor can goodput: in a closed loop an instant failure frees the
+		// connection sooner, so shedding raises successes per second.
+		better := "is faster"
+		if m.Key == "goodput_rps" {
+			better = "has more goodput"
+		}
+		return OutcomeFailsMore, "", fmt.Sprintf("%s: no verdict: %s %s but fails more requests (error rate %s against %s's %s, pooled over the valid runs)",
+			hd, winner, better, fmtRate01(float64(we)), loser, fmtRate01(float64(le)))
 	}
 	return OutcomeBetter, winner, fmt.Sprintf("%s: **%s better** (beyond %s)", hd, winner, effect)
 }

@@ -65,6 +65,17 @@ func (v *validator) primaryMetric(p *Protocol) {
 	}
 }
 
+// closedLoopGoodput refuses goodput as the primary metric of a closed
+// loop: with no target rate, an instant failure frees its user at once,
+// so a policy that sheds half its requests raises its successes per
+// second.
+func (v *validator) closedLoopGoodput(s *Scenario) {
+	if s.Protocol.PrimaryMetric == MetricGoodput && len(s.Load.Open) == 0 && (s.Load.Users > 0 || s.Load.Duration != "") {
+		v.add("protocol.primaryMetric", "got %q with a closed-loop load (load.users): a policy that fails fast frees its users sooner and raises its goodput; want an open-loop load (load.open) or %s",
+			MetricGoodput, MetricPessimisticP99)
+	}
+}
+
 // RepsShortfall says why a protocol's reps cannot reach a verdict on its
 // primary metric, or "" when they can (or it makes no verdicts).
 func RepsShortfall(p Protocol) string {

@@ -292,6 +292,17 @@ func TestValidate_PrimaryMetricMustCountFailures(t *testing.T) {
 	}
 }
 
+func TestValidate_GoodputNeedsAnOpenLoop(t *testing.T) {
+	const head = "name: x\nworkload:\n  routes:\n    - name: r\n      host: h.local\n      backends:\n        - name: b\n          replicas: 1\n"
+	_, err := Parse([]byte(head + "load:\n  users: 3\n  duration: 10s\nprotocol:\n  primaryMetric: goodput_rps\n"))
+	if err == nil || !strings.Contains(err.Error(), "protocol.primaryMetric") || !strings.Contains(err.Error(), "closed-loop") {
+		t.Fatalf("goodput_rps with a closed loop: error %v, want one naming protocol.primaryMetric and the closed loop", err)
+	}
+	if _, err := Parse([]byte(head + "load:\n  open:\n    - kind: constant\n      duration: 10s\n      rate: 10\nprotocol:\n  primaryMetric: goodput_rps\n")); err != nil {
+		t.Fatalf("goodput_rps with an open loop: %v", err)
+	}
+}
+
 func TestRepsShortfall_SaysWhatTheFamilyNeeds(t *testing.T) {
 	p := Protocol{Algorithms: []string{"prequal", "round-robin", "least-request"}, Reference: "prequal", Reps: 3, PrimaryMetric: DefaultPrimaryMetric}
 	if w := RepsShortfall(p); !strings.Contains(w, "needs 5 valid runs") {

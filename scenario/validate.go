@@ -149,6 +149,7 @@ func (s *Scenario) Validate() Errors {
 	v.workload(&s.Workload)
 	v.load(&s.Load)
 	v.protocol(&s.Protocol)
+	v.closedLoopGoodput(s)
 	v.ingress(&s.Ingress)
 	v.simulation(s.Simulation)
 	v.churn(s.Churn, &s.Workload)

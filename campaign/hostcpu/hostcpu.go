@@ -54,6 +54,33 @@ func ParseStat(b []byte) (HostTimes, error) {
 	return HostTimes{}, errors.New("hostcpu: /proc/stat: no aggregate cpu line")
 }
 
+// CountCPUs is the number of per-CPU lines (cpu0, cpu1, …) of a
+// /proc/stat text: the CPUs its aggregate idle covers, which under
+// taskset or a cpuset are more than runtime.NumCPU (the CPUs this process
+// may run on). 0 when there is none.
+func CountCPUs(b []byte) int {
+	n := 0
+	for line := range bytes.Lines(b) {
+		name, _, _ := strings.Cut(string(line), " ")
+		if rest, ok := strings.CutPrefix(name, "cpu"); ok && rest != "" {
+			if _, err := strconv.Atoi(rest); err == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// HostCPUs is CountCPUs of this host's /proc/stat, or 0 when it cannot
+// be read.
+func HostCPUs() int {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	return CountCPUs(b)
+}
+
 // IdlePercent is the idle share of all CPUs between two readings, or NaN
 // when no time passed.
 func IdlePercent(prev, cur HostTimes) float64 {

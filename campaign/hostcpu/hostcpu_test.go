@@ -26,6 +26,18 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+func TestCountCPUs_PerCPULinesNotTheAffinity(t *testing.T) {
+	// Four CPUs on the host, whatever this process is pinned to: the
+	// aggregate idle covers all four.
+	text := "cpu  1 2 3 4 5 0 0 0 0 0\ncpu0 1 2 3 4\ncpu1 1 2 3 4\ncpu2 1 2 3 4\ncpu3 1 2 3 4\nintr 1\nctxt 5\ncpufreq 1\n"
+	if got := CountCPUs([]byte(text)); got != 4 {
+		t.Errorf("CountCPUs = %d, want 4", got)
+	}
+	if got := CountCPUs([]byte("intr 1\n")); got != 0 {
+		t.Errorf("CountCPUs without cpu lines = %d, want 0", got)
+	}
+}
+
 func TestIdlePercent(t *testing.T) {
 	a, _ := ParseStat([]byte(stat(1000, 0, 1000)))
 	b, _ := ParseStat([]byte(stat(1005, 0, 1195))) // 5 idle of 200 ticks

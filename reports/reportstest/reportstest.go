@@ -36,6 +36,9 @@ type Profile struct {
 	// latency. Failures are not in the success histogram (schema v2).
 	ErrorRate float64
 	FastFail  bool
+	// ErrorReps, when set, limits ErrorRate to the runs of these reps
+	// (1-based); the other runs fail nothing.
+	ErrorReps []int
 	// RateFactor scales the achieved rate against the target (default 1).
 	RateFactor float64
 	// Probes is true for algorithms that probe (prequal).
@@ -195,6 +198,9 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 		return writeJSON(filepath.Join(runDir, artifacts.RunFile), run)
 	}
 	jitter := 1 + 0.04*rng.NormFloat64()
+	if len(prof.ErrorReps) > 0 && !contains(prof.ErrorReps, p.Rep) {
+		prof.ErrorRate = 0
+	}
 	h, pess := artifacts.NewHistogram(), artifacts.NewHistogram()
 	var errs uint64
 	secP99 := make([][]float64, s.Seconds)

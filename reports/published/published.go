@@ -27,6 +27,8 @@ import (
 
 const endMarker = "<!-- /report -->"
 
+var looksLikeMarker = regexp.MustCompile(`^<!--\s*/?\s*report\b`)
+
 var beginMarker = regexp.MustCompile(`(?m)^<!-- report ([^ #]+)#([^>]+?) -->\n`)
 
 // Block is one published section: where it comes from.
@@ -39,6 +41,9 @@ type Block struct {
 // marker names, rendered from the campaign directory under root. It also
 // returns the blocks it found.
 func Refresh(doc []byte, root string) ([]byte, []Block, error) {
+	if err := checkMarkers(doc); err != nil {
+		return nil, nil, err
+	}
 	var out bytes.Buffer
 	var blocks []Block
 	rendered := map[string][]byte{}
@@ -68,6 +73,9 @@ func Refresh(doc []byte, root string) ([]byte, []Block, error) {
 		body, err := Section(md, b.Section)
 		if err != nil {
 			return nil, nil, fmt.Errorf("published: %s: %w", b.Dir, err)
+		}
+		if len(bytes.TrimSpace(body)) == 0 {
+			return nil, nil, fmt.Errorf("published: %s#%s: the section is empty", b.Dir, b.Section)
 		}
 		out.Write(body)
 		rest = rest[end:]
@@ -111,4 +119,30 @@ func headingLevel(line string) int {
 		return 0
 	}
 	return n
+}
+
+// checkMarkers refuses a line that looks like a marker but is not one, and
+// markers that do not pair up: either would turn a block into plain text
+// that no test re-renders.
+func checkMarkers(doc []byte) error {
+	open := false
+	for i, line := range strings.Split(string(doc), "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case t == endMarker:
+			if !open {
+				return fmt.Errorf("published: line %d: %s without an opening marker", i+1, endMarker)
+			}
+			open = false
+		case looksLikeMarker.MatchString(t):
+			if !beginMarker.MatchString(line + "\n") {
+				return fmt.Errorf("published: line %d: malformed marker %q, want <!-- report DIR#SECTION -->", i+1, t)
+			}
+			if open {
+				return fmt.Errorf("published: line %d: a block opens inside another", i+1)
+			}
+			open = true
+		}
+	}
+	return nil
 }

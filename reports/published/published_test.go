@@ -122,3 +122,16 @@ func TestRefresh_RendersTheNamedSection(t *testing.T) {
 		t.Fatalf("Refresh is not idempotent: %v", err)
 	}
 }
+
+func TestRefresh_RefusesMarkersThatWouldHideATable(t *testing.T) {
+	for name, doc := range map[string]string{
+		"two spaces":   "<!--  report camp#Headline -->\n| t |\n",
+		"orphan close": "| t |\n<!-- /report -->\n",
+		"no section":   "<!-- report camp -->\n| t |\n<!-- /report -->\n",
+		"nested":       "<!-- report a#H -->\n<!-- report b#H -->\n<!-- /report -->\n",
+	} {
+		if _, _, err := Refresh([]byte(doc), t.TempDir()); err == nil {
+			t.Errorf("%s: Refresh accepted %q", name, doc)
+		}
+	}
+}

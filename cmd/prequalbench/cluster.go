@@ -92,7 +92,7 @@ ready. Running it again changes nothing.`,
 	fl.StringVar(&f.name, "name", kind.DefaultName, "kind cluster name")
 	fl.StringVar(&f.topology, "topology", "e-a", "e-a (one node) or e-b (control-plane + 3 workers)")
 	fl.StringVar(&f.nodeImage, "node-image", "", "kind node image (default: the kind library's)")
-	fl.StringVarP(&f.namespace, "namespace", "n", manifests.WorkloadNamespace, "namespace of the workload; recorded in the cluster, so `campaign run --env kind` uses it")
+	fl.StringVarP(&f.namespace, "namespace", "n", manifests.WorkloadNamespace, "namespace of the workload; recorded in the cluster, so campaign run --env kind uses it")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "how long to wait for the control plane and for the ingress")
 	fl.BoolVar(&f.skipBuild, "skip-build", false, "do not build images; use --ingress-image and --backend-image as they are")
 	fl.StringVar(&f.ingressImage, "ingress-image", kind.DefaultIngressImage, "ingress image (built unless --skip-build)")

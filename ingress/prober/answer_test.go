@@ -25,7 +25,7 @@ func exchange(t *testing.T, answer string) (code int, body string, reusable bool
 		_, _ = io.WriteString(server, answer)
 	}()
 	c := newConn(client)
-	r, reusable, err := c.roundTrip([]byte("GET /prequal/probe HTTP/1.1\r\nHost: x\r\n\r\n"), time.Now().Add(200*time.Millisecond), 0)
+	r, reusable, err := c.roundTrip([]byte("GET /prequal/probe HTTP/1.1\r\nHost: x\r\n\r\n"), time.Now().Add(200*time.Millisecond))
 	return r.Code, string(r.Body), reusable, err
 }
 
@@ -137,7 +137,7 @@ func TestRoundTrip_DoesNotAllocate(t *testing.T) {
 	c := newConn(client)
 	deadline := time.Now().Add(time.Minute)
 	allocs := testing.AllocsPerRun(100, func() {
-		r, reusable, err := c.roundTrip(req, deadline, time.Second)
+		r, reusable, err := c.roundTrip(req, deadline)
 		if err != nil || !reusable || len(r.Body) != len(a)+len(b) {
 			t.Fatalf("%d %q reusable %v, %v", r.Code, r.Body, reusable, err)
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
-	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
@@ -33,9 +32,6 @@ type conn struct {
 	resp h1.Response
 	live liveness.Checker
 	idle time.Time // when it was last put back
-	// deadline is the one set on nc, renewed lazily: probes on a busy
-	// connection seldom update a runtime timer.
-	deadline time.Time
 }
 
 func newConn(nc net.Conn) *conn {
@@ -47,21 +43,16 @@ func newConn(nc net.Conn) *conn {
 
 func (c *conn) close() { _ = c.nc.Close() }
 
-// roundTrip writes req and reads one answer by deadline, which may fire up
-// to slack late. The answer is read as the proxy reads a backend's (h1's
+// roundTrip writes req and reads one answer by deadline. The answer is read as the proxy reads a backend's (h1's
 // ReadResponseHead and ReadResponseBody: interim answers skipped, the same
 // framing refused); a body over maxBody is h1.ErrBodyTooLarge with the
 // status set. The answer points into c and is valid until the next
 // roundTrip. It reports whether the connection can carry another probe.
-func (c *conn) roundTrip(req []byte, deadline time.Time, slack time.Duration) (r *h1.Response, reusable bool, err error) {
+func (c *conn) roundTrip(req []byte, deadline time.Time) (r *h1.Response, reusable bool, err error) {
 	r = &c.resp
 	r.Code = 0
-	if d, renew := lazydeadline.Renew(c.deadline, deadline, slack); renew {
-		c.deadline = time.Time{} // unknown if the call fails
-		if err := c.nc.SetDeadline(d); err != nil {
-			return r, false, errNoAnswer
-		}
-		c.deadline = d
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return r, false, errNoAnswer
 	}
 	if _, err := c.nc.Write(req); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
-	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -174,8 +173,6 @@ func (p *Prober) Run(ctx context.Context) {
 
 // Probe sends one probe and classifies the outcome. Any failure to connect,
 // to send or to read an HTTP/1.x answer in time is ProbeTimeout. The probe
-// times out up to a sixteenth of the timeout late (its deadlines are
-// renewed lazily, package lazydeadline).
 func (p *Prober) Probe(ctx context.Context, endpoint string) Result {
 	start, actual := p.now()
 	res := p.probe(ctx, endpoint, actual)
@@ -204,7 +201,6 @@ func (p *Prober) probe(ctx context.Context, endpoint string, start time.Time) Re
 	if ctx.Err() != nil {
 		return Result{Outcome: loadbalancer.ProbeTimeout, Received: p.cfg.Now()}
 	}
-	slack := lazydeadline.Slack(p.cfg.Timeout)
 	for attempt := 0; ; attempt++ {
 		// A retry dials: the older idle connections are likelier closed.
 		c, req := p.conns.get(endpoint, attempt == 0, start)
@@ -215,7 +211,7 @@ func (p *Prober) probe(ctx context.Context, endpoint string, start time.Time) Re
 				return Result{Outcome: loadbalancer.ProbeTimeout, Received: p.cfg.Now()}
 			}
 		}
-		r, reusable, err := c.roundTrip(req, deadline, slack)
+		r, reusable, err := c.roundTrip(req, deadline)
 		// An idle connection the backend has closed meanwhile fails before
 		// any answer: try once more on a new one, as net/http does.
 		if err == errNoAnswer && reused && attempt == 0 {

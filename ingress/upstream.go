@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
-	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
@@ -52,48 +51,16 @@ type upstreamConn struct {
 	live      liveness.Checker
 	idleSince time.Time
 	reused    bool
-	// The deadlines last set on conn, for lazy renewal (setReadDeadline).
-	readDeadline, writeDeadline time.Time
 }
 
-// deadlineSlack is how much later than its timeout a deadline may fire
-// (package lazydeadline): a busy connection renews its deadlines about once
-// per slack instead of three times per request.
-func deadlineSlack(timeout time.Duration) time.Duration { return lazydeadline.Slack(timeout) }
-
-// lazyDeadline returns the deadline to set for timeout from now, or false
-// when cur already fires between now+timeout and now+timeout+slack.
-func lazyDeadline(cur, now time.Time, timeout time.Duration) (time.Time, bool) {
-	return lazydeadline.Renew(cur, now.Add(timeout), deadlineSlack(timeout))
-}
-
-// setReadDeadline makes reads on c fail no sooner than timeout from now,
-// and no later than its slack after that.
+// setReadDeadline makes reads on c fail timeout from now.
 func (c *upstreamConn) setReadDeadline(now time.Time, timeout time.Duration) error {
-	d, renew := lazyDeadline(c.readDeadline, now, timeout)
-	if !renew {
-		return nil
-	}
-	c.readDeadline = time.Time{} // unknown if the call fails
-	if err := c.conn.SetReadDeadline(d); err != nil {
-		return err
-	}
-	c.readDeadline = d
-	return nil
+	return c.conn.SetReadDeadline(now.Add(timeout))
 }
 
-// setWriteDeadline is setReadDeadline for writes.
+// setWriteDeadline makes writes on c fail timeout from now.
 func (c *upstreamConn) setWriteDeadline(now time.Time, timeout time.Duration) error {
-	d, renew := lazyDeadline(c.writeDeadline, now, timeout)
-	if !renew {
-		return nil
-	}
-	c.writeDeadline = time.Time{}
-	if err := c.conn.SetWriteDeadline(d); err != nil {
-		return err
-	}
-	c.writeDeadline = d
-	return nil
+	return c.conn.SetWriteDeadline(now.Add(timeout))
 }
 
 // maxResponseHead is the largest response head (status line and headers)
@@ -262,8 +229,7 @@ func (u *upstreams) put(h *hostConns, c *upstreamConn, now time.Time) {
 // carry another request. Deadlines: the request write and the body read
 // each get readTimeout (nginx's proxy_send_timeout and proxy_read_timeout,
 // here over the whole body because it is read into memory at once), the
-// headers headerTimeout from the end of the write. Each may fire up to its
-// deadlineSlack late.
+// headers headerTimeout from the end of the write.
 func (u *upstreams) exchange(c *upstreamConn, x *h1.Exchange, now time.Time) (keep bool, err error) {
 	c.br.Mark()
 	if err := c.setWriteDeadline(now, u.readTimeout); err != nil {

@@ -75,3 +75,30 @@ func TestWorld_SteadyStateDoesNotAllocate(t *testing.T) {
 		t.Errorf("%.1f allocations per 100,000 events, want next to none", allocs)
 	}
 }
+
+// BenchmarkWorld_CPUShare is the 100×100 run with every replica in
+// cpu-share mode (4 replicas to a machine, each entitled to a quarter of
+// it), so processor sharing's finish-tag heap is on the hot path next to
+// the event queue.
+func BenchmarkWorld_CPUShare(b *testing.B) {
+	cfg := paperMix(1, loadbalancer.NamePrequal)
+	for i := range cfg.Routes[0].Groups {
+		g := &cfg.Routes[0].Groups[i]
+		g.Mode, g.Antagonists, g.Concurrency = "cpu-share", nil, 0
+		g.CPUShare = &CPUShare{Share: 0.25, PerMachine: 4}
+	}
+	for range b.N {
+		w, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := w.Run(context.Background(), Load{
+			Open: []Phase{{Kind: KindConstant, Duration: 10 * time.Second, Rate: 10000}}, Timeout: 10 * time.Second, Targets: evenTargets(100), Seed: 1,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(res.Events)/float64(b.N), "ns/event")
+		b.ReportMetric(float64(res.Events), "events")
+	}
+}

@@ -96,8 +96,8 @@ type psState struct {
 	threads int     // 0: all
 	rate    float64 // the replica's rate now, allocations
 	v       float64
-	tags    tagHeap
-	gen     uint32 // invalidates completion events scheduled before a rate change
+	tags    minHeap[float64, int32] // requests in service by finish tag
+	gen     uint32                  // invalidates completion events scheduled before a rate change
 }
 
 // inService is how many requests share the replica's rate.
@@ -193,55 +193,6 @@ func (m *machine) start(index, of int) int64 {
 	return 1 // unreachable: phase < cycle
 }
 
-// tagHeap is a min-heap of (finish tag, request) pairs.
-type tagHeap struct{ h []tagged }
-
-type tagged struct {
-	tag float64
-	req int32
-}
-
-func (t *tagHeap) len() int { return len(t.h) }
-
-func (t *tagHeap) push(tag float64, req int32) {
-	t.h = append(t.h, tagged{tag, req})
-	i := len(t.h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if t.h[p].tag <= t.h[i].tag {
-			break
-		}
-		t.h[i], t.h[p] = t.h[p], t.h[i]
-		i = p
-	}
-}
-
-func (t *tagHeap) min() tagged { return t.h[0] }
-
-func (t *tagHeap) pop() tagged {
-	top := t.h[0]
-	n := len(t.h) - 1
-	t.h[0] = t.h[n]
-	t.h = t.h[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && t.h[r].tag < t.h[l].tag {
-			m = r
-		}
-		if t.h[i].tag <= t.h[m].tag {
-			break
-		}
-		t.h[i], t.h[m] = t.h[m], t.h[i]
-		i = m
-	}
-	return top
-}
-
 // load is what the replica's load meter integrates: busy and capacity in
 // slots, or, for a cpu-share replica, its CPU rate against its allocation
 // in thousandths.
@@ -298,7 +249,8 @@ func (w *World) psSchedule(si int32) {
 	if speed <= 0 {
 		return // nothing in service, or the antagonist holds the whole machine
 	}
-	left := max(p.tags.min().tag-p.v, 0)
+	tag, _ := p.tags.min()
+	left := max(tag-p.v, 0)
 	w.q.push(event{at: w.now + int64(math.Ceil(left/speed)), kind: evPSDone, a: si, x: int64(p.gen)})
 }
 
@@ -345,15 +297,15 @@ func (w *World) psDone(si int32, gen uint32) {
 	}
 	m := w.machines[p.machine]
 	w.psAdvance(m)
-	done := p.tags.pop()
-	p.v = max(p.v, done.tag)
+	tag, done := p.tags.pop()
+	p.v = max(p.v, tag)
 	s.inService--
 	s.served++
-	r := &w.reqs[done.req]
+	r := &w.reqs[done]
 	s.est.Record(r.rifAt, float64(w.now-r.arrived)/1e6, w.now)
 	s.rif--
 	r.where = wDone
-	w.answer(done.req, 200)
+	w.answer(done, 200)
 	for s.queue.len() > 0 && (p.threads == 0 || p.inService() < p.threads) {
 		w.psStart(s, s.queue.pop())
 	}

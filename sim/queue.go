@@ -26,67 +26,22 @@ const (
 )
 
 // event is one scheduled happening. Events at the same instant fire in the
-// order they were scheduled (seq), so a run is a pure function of its seed.
+// order they were scheduled, so a run is a pure function of its seed.
 type event struct {
 	at      int64 // virtual ns
-	seq     uint64
 	x       int64
 	a, b, c int32
 	kind    eventKind
 }
 
-// eventQueue is a binary min-heap on (at, seq), written out by hand so that
-// pushing and popping neither allocates (once grown) nor goes through an
-// interface.
-type eventQueue struct {
-	h   []event
-	seq uint64
-}
+// eventQueue orders events by time, then by when they were scheduled.
+type eventQueue struct{ heap minHeap[int64, event] }
 
-func (q *eventQueue) len() int { return len(q.h) }
+func (q *eventQueue) len() int { return q.heap.len() }
 
-func (q *eventQueue) push(e event) {
-	e.seq = q.seq
-	q.seq++
-	q.h = append(q.h, e)
-	i := len(q.h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !q.h[i].before(&q.h[p]) {
-			break
-		}
-		q.h[i], q.h[p] = q.h[p], q.h[i]
-		i = p
-	}
-}
+func (q *eventQueue) push(e event) { q.heap.push(e.at, e) }
 
 // peek returns the earliest event's time; the queue must not be empty.
-func (q *eventQueue) peek() int64 { return q.h[0].at }
+func (q *eventQueue) peek() int64 { at, _ := q.heap.min(); return at }
 
-func (q *eventQueue) pop() event {
-	top := q.h[0]
-	n := len(q.h) - 1
-	q.h[0] = q.h[n]
-	q.h = q.h[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && q.h[r].before(&q.h[l]) {
-			m = r
-		}
-		if !q.h[m].before(&q.h[i]) {
-			break
-		}
-		q.h[i], q.h[m] = q.h[m], q.h[i]
-		i = m
-	}
-	return top
-}
-
-func (e *event) before(o *event) bool {
-	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
-}
+func (q *eventQueue) pop() event { _, e := q.heap.pop(); return e }

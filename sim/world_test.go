@@ -337,7 +337,8 @@ func TestWorld_IdleTickIsTheIngresss(t *testing.T) {
 		t.Fatal(err)
 	}
 	ticks := 0
-	for _, e := range w.q.h {
+	for _, he := range w.q.heap.h {
+		e := he.val
 		if e.kind == evIdleTick {
 			ticks++
 			if e.x != int64(loadbalancer.IdleProbeTick(pol)) {

@@ -2,87 +2,76 @@ package prober
 
 import (
 	"errors"
-	"io"
 	"net"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
+)
+
+// Limits on one probe answer: a real one is ~200 B with its headers. The
+// framing rules are the data plane's (package h1); only the sizes are the
+// prober's.
+const (
+	maxHeader = 8 << 10
+	maxBody   = 4 << 10
 )
 
 // errNoAnswer is a connection that failed before a byte of answer came
 // back: closed by the peer, reset, or unwritable.
 var errNoAnswer = errors.New("prober: connection closed before an answer")
 
-// conn is one keep-alive connection to a backend with its read buffer.
+// conn is one keep-alive connection to a backend with its reader and the
+// answer it reads into, both reused from one probe to the next.
 type conn struct {
 	nc   net.Conn
-	buf  []byte
+	br   *h1.Reader
+	resp h1.Response
 	live liveness.Checker
 	idle time.Time // when it was last put back
-	// deadline is the one set on nc, renewed lazily: probes on a busy
-	// connection seldom update a runtime timer.
-	deadline time.Time
 }
 
 func newConn(nc net.Conn) *conn {
 	nc = rawio.Wrap(nc) // a probe's write and reads skip the runtime's syscall bookkeeping
-	c := &conn{nc: nc, buf: make([]byte, 1024)}
+	c := &conn{nc: nc, br: h1.NewReader(nc, maxHeader)}
 	c.live.Init(nc)
 	return c
 }
 
 func (c *conn) close() { _ = c.nc.Close() }
 
-// roundTrip writes req and reads one answer by deadline, which may fire up
-// to slack late. The answer's body points into c.buf and is valid until
-// the next roundTrip.
-func (c *conn) roundTrip(req []byte, deadline time.Time, slack time.Duration) (response, error) {
-	if d, renew := lazydeadline.Renew(c.deadline, deadline, slack); renew {
-		c.deadline = time.Time{} // unknown if the call fails
-		if err := c.nc.SetDeadline(d); err != nil {
-			return response{}, errNoAnswer
-		}
-		c.deadline = d
+// roundTrip writes req and reads one answer by deadline. The answer is read as the proxy reads a backend's (h1's
+// ReadResponseHead and ReadResponseBody: interim answers skipped, the same
+// framing refused); a body over maxBody is h1.ErrBodyTooLarge with the
+// status set. The answer points into c and is valid until the next
+// roundTrip. It reports whether the connection can carry another probe.
+func (c *conn) roundTrip(req []byte, deadline time.Time) (r *h1.Response, reusable bool, err error) {
+	r = &c.resp
+	r.Code = 0
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return r, false, errNoAnswer
 	}
 	if _, err := c.nc.Write(req); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return response{}, err
+			return r, false, err
 		}
-		return response{}, errNoAnswer
+		return r, false, errNoAnswer
 	}
-	n := 0
-	for {
-		if n == len(c.buf) {
-			if n >= maxRaw {
-				return response{}, errHeaderTooBig
-			}
-			c.buf = append(c.buf, make([]byte, min(n, maxRaw-n))...)
+	c.br.Mark()
+	if err := c.br.ReadResponseHead(r); err != nil {
+		if c.br.Received() == 0 && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return r, false, errNoAnswer // closed or reset
 		}
-		m, err := c.nc.Read(c.buf[n:])
-		n += m
-		eof := err == io.EOF
-		if err != nil && !eof {
-			if n == 0 && !errors.Is(err, os.ErrDeadlineExceeded) {
-				return response{}, errNoAnswer // reset
-			}
-			return response{}, err
-		}
-		if eof && n == 0 {
-			return response{}, errNoAnswer
-		}
-		r, err := parseResponse(c.buf[:n], eof)
-		if err == errIncomplete {
-			continue
-		}
-		if err == nil && r.end != n {
-			r.keepAlive = false // bytes past the answer: out of step
-		}
-		return r, err
+		return r, false, err
 	}
+	if err := c.br.ReadResponseBody(r, false, maxBody); err != nil {
+		return r, false, err
+	}
+	// Bytes past the answer put the connection out of step.
+	return r, !r.Close && c.br.Buffered() == 0, nil
 }
 
 // pool keeps idle connections per endpoint, most recently used last.

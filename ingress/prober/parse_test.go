@@ -3,96 +3,13 @@ package prober
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
-
-func TestParseResponse(t *testing.T) {
-	body := `{"rif":1}`
-	tests := []struct {
-		name   string
-		in     string
-		status int
-		body   string
-		keep   bool
-	}{
-		{"content-length", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n" + body, 200, body, true},
-		{"no reason, bare LF, odd case", "HTTP/1.1 200\nCONTENT-length:  9 \n\n" + body, 200, body, true},
-		{"connection close", "HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 9\r\n\r\n" + body, 200, body, false},
-		{"HTTP/1.0 keep-alive", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 9\r\n\r\n" + body, 200, body, true},
-		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 9\r\n\r\n" + body, 200, body, false},
-		{"chunked", "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n4\r\n{\"ri\r\n5;ext\r\nf\":1}\r\n0\r\n\r\n", 200, body, true},
-		{"chunked with trailers", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n" + body + "\r\n0\r\nA: b\r\nC: d\r\n\r\n", 200, body, true},
-		{"chunked, bare LF", "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n9\n" + body + "\n0\n\n", 200, body, true},
-		{"500 with body", "HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\nboom", 500, "boom", true},
-		{"204", "HTTP/1.1 204 No Content\r\n\r\n", 204, "", true},
-		{"1xx closes", "HTTP/1.1 100 Continue\r\n\r\n", 100, "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// Every strict prefix asks for more.
-			for i := range len(tt.in) {
-				if _, err := parseResponse([]byte(tt.in[:i]), false); err != errIncomplete {
-					t.Fatalf("prefix %q: err %v, want errIncomplete", tt.in[:i], err)
-				}
-			}
-			r, err := parseResponse([]byte(tt.in), false)
-			if err != nil || r.status != tt.status || string(r.body) != tt.body || r.keepAlive != tt.keep || r.end != len(tt.in) {
-				t.Fatalf("got %+v (body %q), %v; want status %d, body %q, keep-alive %v, end %d",
-					r, r.body, err, tt.status, tt.body, tt.keep, len(tt.in))
-			}
-		})
-	}
-	t.Run("read until close", func(t *testing.T) {
-		in := "HTTP/1.1 200 OK\r\n\r\n" + body
-		if _, err := parseResponse([]byte(in), false); err != errIncomplete {
-			t.Fatalf("before EOF: %v", err)
-		}
-		r, err := parseResponse([]byte(in), true)
-		if err != nil || string(r.body) != body || r.keepAlive {
-			t.Fatalf("at EOF: %+v, %v", r, err)
-		}
-	})
-	t.Run("cut short by close", func(t *testing.T) {
-		if _, err := parseResponse([]byte("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}"), true); err != errProtocol {
-			t.Fatalf("err %v, want errProtocol", err)
-		}
-	})
-	t.Run("extra bytes stay outside", func(t *testing.T) {
-		in := "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n" + body
-		r, err := parseResponse([]byte(in+"HTTP/1.1"), false)
-		if err != nil || r.end != len(in) {
-			t.Fatalf("%+v, %v", r, err)
-		}
-	})
-	for name, in := range map[string]string{
-		"HTTP/2":              "HTTP/2.0 200 OK\r\n\r\n",
-		"short status":        "HTTP/1.1 20 OK\r\n\r\n",
-		"status glued":        "HTTP/1.1 200OK\r\n\r\n",
-		"header without :":    "HTTP/1.1 200 OK\r\nfoo\r\n\r\n",
-		"length and chunked":  "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
-		"length not a number": "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n",
-		"chunk size too long": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n123456789\r\n",
-		"chunk without CRLF":  "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n",
-	} {
-		if _, err := parseResponse([]byte(in), false); err != errProtocol {
-			t.Errorf("%s: err %v, want errProtocol", name, err)
-		}
-	}
-	huge := fmt.Sprintf("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", maxBody+1)
-	if _, err := parseResponse([]byte(huge), false); err != errBodyTooBig {
-		t.Errorf("chunk over the limit: err %v", err)
-	}
-	if r, err := parseResponse([]byte("HTTP/1.1 503 X\r\nContent-Length: 99999\r\n\r\n"), false); err != errBodyTooBig || r.status != 503 {
-		t.Errorf("length over the limit: %+v, %v", r, err)
-	}
-}
 
 func TestParseReply_LoadFields(t *testing.T) {
 	tests := []struct {
@@ -259,69 +176,14 @@ func FuzzDecodeReply_MatchesEncodingJSON(f *testing.F) {
 	})
 }
 
-// Any answer split anywhere parses the same as in one piece, and a parse
-// never reads past what it was given.
-func FuzzParseResponse(f *testing.F) {
-	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"rif\":1}"), uint16(10))
-	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"ri\r\n5\r\nf\":1}\r\n0\r\n\r\n"), uint16(50))
-	f.Add([]byte("HTTP/1.0 503 X\r\n\r\nbusy"), uint16(3))
-	f.Fuzz(func(t *testing.T, in []byte, cut uint16) {
-		whole, errWhole := parseResponse(bytes.Clone(in), true)
-		if errWhole == nil && (whole.end > len(in) || len(whole.body) > maxBody || whole.status > 999) {
-			t.Fatalf("%q: %+v", in, whole)
-		}
-		i := int(cut) % (len(in) + 1)
-		part, err := parseResponse(bytes.Clone(in[:i]), false)
-		if err == nil && part.end > i {
-			t.Fatalf("%q[:%d]: end %d", in, i, part.end)
-		}
-		// A complete answer found in a prefix is the same answer in all.
-		if err == nil && part.end <= i && (errWhole != nil || whole.end != part.end || !bytes.Equal(whole.body, part.body)) {
-			if !(part.keepAlive == false && whole.end != part.end) { // read-to-close bodies grow with the input
-				t.Fatalf("%q: prefix %d gives %+v, whole %+v (%v)", in, i, part, whole, errWhole)
-			}
-		}
-	})
-}
-
-// A body sent in chunks of any size comes back whole.
-func FuzzChunkedRoundTrip(f *testing.F) {
-	f.Add([]byte(`{"rif":1}`), uint8(3))
-	f.Fuzz(func(t *testing.T, body []byte, size uint8) {
-		if len(body) > maxBody {
-			return
-		}
-		step := int(size)%32 + 1
-		var b strings.Builder
-		b.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-		for i := 0; i < len(body); i += step {
-			chunk := body[i:min(i+step, len(body))]
-			fmt.Fprintf(&b, "%x\r\n%s\r\n", len(chunk), chunk)
-		}
-		b.WriteString("0\r\n\r\n")
-		r, err := parseResponse([]byte(b.String()), false)
-		if err != nil || !bytes.Equal(r.body, body) || r.end != b.Len() {
-			t.Fatalf("%q in chunks of %d: %q, %v", body, step, r.body, err)
-		}
-	})
-}
-
-func TestParse_DoesNotAllocate(t *testing.T) {
+func TestParseReply_DoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
 	now := time.UnixMilli(1_700_000_000_000)
-	a, b := `{"rif":3,"latency_median_ms":12.5`, `,"timestamp_ms":1700000000000,"samples":9,"qps":1.5,"eps":0,"utilization":0.375}`
-	answer := fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n",
-		len(a), a, len(b), b)
-	buf := make([]byte, len(answer))
+	body := []byte(`{"rif":3,"latency_median_ms":12.5,"timestamp_ms":1700000000000,"samples":9,"qps":1.5,"eps":0,"utilization":0.375}`)
 	allocs := testing.AllocsPerRun(100, func() {
-		copy(buf, answer)
-		r, err := parseResponse(buf, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, out := ParseReply(r.body, now, 5*time.Second); out != loadbalancer.ProbeOK {
+		if _, out := ParseReply(body, now, 5*time.Second); out != loadbalancer.ProbeOK {
 			t.Fatal(out)
 		}
 	})

@@ -8,8 +8,9 @@
 //
 // A probe is cheap: the worker that takes it writes a request prepared once
 // per endpoint on an idle connection to that endpoint (or dials one), reads
-// the answer into the connection's own buffer and parses it in place, with
-// deadlines for the timeout. No goroutine is started per enqueued probe and
+// the answer with the data plane's HTTP/1.1 reader (package h1: the same
+// framing refusals as the proxy, smaller size limits) into the connection's
+// own buffers and parses the JSON in place, with deadlines for the timeout. No goroutine is started per enqueued probe and
 // the exchange does not allocate. An idle connection is reused only while
 // it is quiet (one non-blocking peek: nothing sent by the backend since the
 // last answer, no close), and one with bytes past its answer is not kept,
@@ -23,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -172,8 +173,6 @@ func (p *Prober) Run(ctx context.Context) {
 
 // Probe sends one probe and classifies the outcome. Any failure to connect,
 // to send or to read an HTTP/1.x answer in time is ProbeTimeout. The probe
-// times out up to a sixteenth of the timeout late (its deadlines are
-// renewed lazily, package lazydeadline).
 func (p *Prober) Probe(ctx context.Context, endpoint string) Result {
 	start, actual := p.now()
 	res := p.probe(ctx, endpoint, actual)
@@ -202,7 +201,6 @@ func (p *Prober) probe(ctx context.Context, endpoint string, start time.Time) Re
 	if ctx.Err() != nil {
 		return Result{Outcome: loadbalancer.ProbeTimeout, Received: p.cfg.Now()}
 	}
-	slack := lazydeadline.Slack(p.cfg.Timeout)
 	for attempt := 0; ; attempt++ {
 		// A retry dials: the older idle connections are likelier closed.
 		c, req := p.conns.get(endpoint, attempt == 0, start)
@@ -213,7 +211,7 @@ func (p *Prober) probe(ctx context.Context, endpoint string, start time.Time) Re
 				return Result{Outcome: loadbalancer.ProbeTimeout, Received: p.cfg.Now()}
 			}
 		}
-		r, err := c.roundTrip(req, deadline, slack)
+		r, reusable, err := c.roundTrip(req, deadline)
 		// An idle connection the backend has closed meanwhile fails before
 		// any answer: try once more on a new one, as net/http does.
 		if err == errNoAnswer && reused && attempt == 0 {
@@ -223,17 +221,17 @@ func (p *Prober) probe(ctx context.Context, endpoint string, start time.Time) Re
 		received, end := p.now()
 		out := Result{Outcome: loadbalancer.ProbeTimeout, Received: received}
 		switch {
-		case err == errBodyTooBig && r.status == 200:
+		case err == h1.ErrBodyTooLarge && r.Code == 200:
 			out.Outcome = loadbalancer.ProbeMalformed
-		case err == errBodyTooBig:
+		case err == h1.ErrBodyTooLarge:
 			out.Outcome = loadbalancer.ProbeStatus
 		case err != nil:
-		case r.status != 200:
+		case r.Code != 200:
 			out.Outcome = loadbalancer.ProbeStatus
 		default:
-			out.Reply, out.Outcome = ParseReply(r.body, out.Received, p.cfg.StaleAfter)
+			out.Reply, out.Outcome = ParseReply(r.Body, out.Received, p.cfg.StaleAfter)
 		}
-		if err == nil && r.keepAlive {
+		if reusable {
 			p.conns.put(endpoint, c, end)
 		} else {
 			c.close()

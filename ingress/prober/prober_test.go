@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prequalbench/prequalbench/ingress/internal/lazydeadline"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
@@ -176,26 +175,27 @@ func TestNew_RejectsNegative(t *testing.T) {
 // deadlineCounter counts the deadlines set on a connection.
 type deadlineCounter struct {
 	net.Conn
-	sets *atomic.Int64
+	sets, last *atomic.Int64
 }
 
 func (d deadlineCounter) SetDeadline(t time.Time) error {
 	d.sets.Add(1)
+	d.last.Store(t.UnixNano())
 	return d.Conn.SetDeadline(t)
 }
 
-// Probes in a row on one connection renew its deadline about once per
-// slack (a sixteenth of the timeout, at most 250 ms), not once per probe;
-// a probe that gets no answer still times out.
-func TestProber_DeadlinesAreRenewedLazily(t *testing.T) {
+// Every probe on a kept connection sets the deadline afresh, its timeout
+// from when it started, and a probe that gets no answer times out.
+func TestProber_EachProbeSetsItsDeadline(t *testing.T) {
 	var sets atomic.Int64
+	var last atomic.Int64 // the last deadline set, in Unix nanoseconds
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return deadlineCounter{Conn: c, sets: &sets}, nil
+		return deadlineCounter{Conn: c, sets: &sets, last: &last}, nil
 	}
 	const timeout = time.Hour
 	p, err := New(Config{Workers: 1, Timeout: timeout, DialContext: dial})
@@ -205,19 +205,22 @@ func TestProber_DeadlinesAreRenewedLazily(t *testing.T) {
 	ep := probeServer(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"rif":1,"latency_median_ms":2,"timestamp_ms":%d}`, time.Now().UnixMilli())
 	})
-	start := time.Now()
-	const probes = 50
-	for range probes {
+	const probes = 5
+	for i := range probes {
+		start := time.Now()
 		if r := p.Probe(context.Background(), ep); r.Outcome != loadbalancer.ProbeOK {
 			t.Fatalf("outcome %q", r.Outcome)
 		}
-	}
-	// One renewal to start, then at most one per slack that passed.
-	if limit := 2 + int64(time.Since(start)/lazydeadline.Slack(timeout)); sets.Load() > limit || sets.Load() >= probes {
-		t.Fatalf("%d deadlines set for %d probes in %v, want at most %d", sets.Load(), probes, time.Since(start), limit)
+		end := time.Now()
+		if got := time.Unix(0, last.Load()); got.Before(start.Add(timeout)) || got.After(end.Add(timeout)) {
+			t.Fatalf("probe %d: deadline %v after its start, want the %v timeout", i, got.Sub(start), timeout)
+		}
+		if sets.Load() != int64(i+1) {
+			t.Fatalf("%d deadlines set for %d probes", sets.Load(), i+1)
+		}
 	}
 
-	// A backend that never answers: the probe times out, at most its slack late.
+	// A backend that never answers: the probe times out.
 	block := make(chan struct{})
 	defer close(block)
 	silent := probeServer(t, func(w http.ResponseWriter, r *http.Request) { <-block })

@@ -3,10 +3,13 @@ package k6
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -179,10 +182,14 @@ func TestExportScript(t *testing.T) {
 	}
 	js := b.String()
 	for _, want := range []string{`"path":"/work?iterations=500","host":"a.local","weight":3`, `"path":"/b?iterations=1000","weight":1`,
-		`timeout: "4000ms"`, `const BASE = __ENV.BASE_URL || "http://127.0.0.1:8080"`, `"http_reqs{phase:window}"`} {
+		`timeout: "4000ms"`, `const BASE = __ENV.BASE_URL || "http://127.0.0.1:8080"`, `"http_reqs{phase:window}"`,
+		`"name":"a"`, `tags: { route: r.name }`, `"count>=0"`, `"dropped_iterations{scenario:warmup_0}"`} {
 		if !strings.Contains(js, want) {
 			t.Errorf("script lacks %s in\n%s", want, js[:min(len(js), 900)])
 		}
+	}
+	if strings.Contains(js, `\u00`) {
+		t.Errorf("the script escapes characters for HTML:\n%s", js)
 	}
 	m := regexp.MustCompile(`(?s)export const options = (\{.*?\n\});`).FindStringSubmatch(js)
 	if m == nil {
@@ -216,6 +223,52 @@ func TestExportScript(t *testing.T) {
 	}
 }
 
+// k6 refuses a constant-arrival-rate or constant-vus executor under 1 s,
+// so the export does, saying which and by how much to scale; a ramping
+// one of any length is k6's to take.
+func TestExportRefusesShortExecutors(t *testing.T) {
+	closed := strings.Replace(phases, phases[strings.Index(phases, "  open:"):strings.Index(phases, "protocol:")], "  users: 8\n  duration: 3s\n", 1)
+	cases := []struct {
+		yaml     string
+		scale    float64
+		executor string
+		window   bool
+	}{
+		{phases, 0.5, "constant-arrival-rate", false},                                                // the 1 s warmup
+		{phases, 0.9, "constant-arrival-rate", false},                                                // 900 ms
+		{closed, 0.3, "constant-vus", false},                                                         // 300 ms warmup
+		{strings.Replace(phases, "warmup: 1s", "warmup: 4s", 1), 0.4, "constant-arrival-rate", true}, // 2 s constant phase at 0.4
+	}
+	for i, c := range cases {
+		s, err := scenario.Parse([]byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Scale(c.scale)
+		err = Export(io.Discard, s, "http://127.0.0.1:8080")
+		var short *ShortExecutorError
+		if !errors.As(err, &short) || short.Executor != c.executor || short.Duration >= time.Second ||
+			!strings.Contains(err.Error(), "--duration-scale at least") || strings.Contains(err.Error(), "window phase") != c.window {
+			t.Errorf("case %d: %v", i, err)
+			continue
+		}
+		s.Scale(short.Factor())
+		if err := Export(io.Discard, s, "http://127.0.0.1:8080"); err != nil {
+			t.Errorf("case %d scaled by the factor the error gave: %v", i, err)
+		}
+	}
+	s, err := scenario.Parse([]byte(phases))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Protocol.Warmup = nil
+	s.Load.Open = s.Load.Open[1:] // ramp, steps and burst only
+	s.Scale(0.1)
+	if err := Export(io.Discard, s, "http://127.0.0.1:8080"); err != nil {
+		t.Errorf("ramping executors only, at 0.1: %v", err)
+	}
+}
+
 func fixtureScenario(t *testing.T) *scenario.Scenario {
 	t.Helper()
 	s, err := scenario.Lookup(filepath.Join("testdata", "scenario.yaml"))
@@ -225,80 +278,269 @@ func fixtureScenario(t *testing.T) *scenario.Scenario {
 	return s
 }
 
-func importFixture(t *testing.T, s *scenario.Scenario) (artifacts.LoadResult, []string, error) {
+func readSummary(t *testing.T, name string) *Summary {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "summary.json"))
+	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return Import(f, s)
-}
-
-// The committed summary fixture imports with the window's counts and
-// k6's estimates, and every approximation is stated.
-func TestImportFixture(t *testing.T) {
-	l, reasons, err := importFixture(t, fixtureScenario(t))
+	sum, err := ParseSummary(name, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Model != "open" || l.Duration != 10*time.Second || l.Sent != 2000 || l.Errors != 12 || l.Succeeded != 1988 || l.Dropped != 3 || l.Goodput != 198.8 {
+	return sum
+}
+
+// fixtureWith is a fixture with edit applied to its JSON, parsed.
+func fixtureWith(t *testing.T, name string, edit func(m map[string]any)) (*Summary, error) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, err = json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParseSummary(name, bytes.NewReader(b))
+}
+
+func importOne(t *testing.T, s *scenario.Scenario, name string) (Result, error) {
+	t.Helper()
+	return Import(s, []*Summary{readSummary(t, name)})
+}
+
+// The --summary-export fixture (k6 deletes its state) imports with the
+// window's counts and k6's percentiles, the test's length read from its
+// counters, and every approximation stated.
+func TestImportSummaryExport(t *testing.T) {
+	sum := readSummary(t, "summary-export.json")
+	if sum.Shape != ShapeSummaryExport || sum.RunMs != 0 {
+		t.Errorf("shape %s, state %v", sum.Shape, sum.RunMs)
+	}
+	if d := sum.TestRun() - 12031246*time.Microsecond; d < -time.Microsecond || d > time.Microsecond {
+		t.Errorf("test run %v, want 12.031246s from count/rate", sum.TestRun())
+	}
+	res, err := Import(fixtureScenario(t), []*Summary{sum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := res.Total
+	if l.Model != "open" || l.Duration != 10*time.Second || l.Sent != 1998 || l.Errors != 12 || l.Succeeded != 1986 || l.Dropped != 2 || l.Goodput != 198.6 {
 		t.Errorf("counts: %+v", l)
 	}
-	if l.P50 != 6.3 || l.P99 != 20.9 || l.Success.Count != 1988 || l.Pessimistic.P999 != 4990.1 {
+	if l.P50 != 6.3058 || l.P99 != 20.9338 || l.Success.Count != 1986 || l.Pessimistic.P999 != 4990.1233 || l.Pessimistic.Count != 1998 {
 		t.Errorf("percentiles: success %+v, all %+v", l.Success, l.Pessimistic)
 	}
-	run := Run("prequal", l, reasons)
-	if run.Validity.Valid || len(run.Validity.Reasons) != len(Approximations)+1 || run.Imported != artifacts.ImportedK6 || run.Index != 0 {
+	runs := res.Runs("prequal")
+	if len(runs) != 1 || res.Runners != nil {
+		t.Fatalf("%d runs for one runner", len(runs))
+	}
+	run := runs[0]
+	if run.Validity.Valid || run.Imported != artifacts.ImportedK6 || run.Index != 0 || run.Dir != "runs/k6-prequal" {
 		t.Errorf("run %+v", run)
 	}
-	joined := strings.Join(reasons, "\n")
-	for _, want := range []string{"estimates", "coordinated omission", "3 iterations dropped"} {
+	joined := strings.Join(run.Validity.Reasons, "\n")
+	for _, want := range []string{"over every sample", "leaves out DNS lookup, connection and TLS", "coordinated omission", "2 iterations dropped (k6 ran out of VUs), in the window"} {
 		if !strings.Contains(joined, want) {
-			t.Errorf("reasons do not say %q", want)
+			t.Errorf("reasons do not say %q:\n%s", want, joined)
 		}
 	}
-	if _, _, err := Import(strings.NewReader(`{"metrics":{"http_reqs":{"count":1}}}`), nil); err == nil {
-		t.Error("a summary without the window's metrics was imported")
+	if strings.Contains(joined, "estimate") {
+		t.Errorf("reasons call k6's exact percentiles estimates:\n%s", joined)
 	}
 }
 
-// Without a scenario the window is k6's whole test (warmup included), and
-// the reasons say so.
-func TestImportWithoutScenario(t *testing.T) {
-	l, reasons, err := importFixture(t, nil)
+// handleSummary's data (metrics with type, contains and values; state
+// with testRunDurationMs) imports as the same run's --summary-export.
+func TestImportHandleSummary(t *testing.T) {
+	sum := readSummary(t, "handlesummary.json")
+	if sum.Shape != ShapeHandleSummary || sum.TestRun() != 12031246100*time.Nanosecond {
+		t.Errorf("shape %s, test run %v", sum.Shape, sum.TestRun())
+	}
+	a, err := importOne(t, fixtureScenario(t), "handlesummary.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Duration != 12004500*time.Microsecond || l.Model != "open" {
-		t.Errorf("window %v, model %s", l.Duration, l.Model)
+	b, err := importOne(t, fixtureScenario(t), "summary-export.json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(reasons, "\n"), "no scenario given") {
-		t.Errorf("reasons: %q", reasons)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("handleSummary import\n%+v\ndiffers from --summary-export's\n%+v", a.Total, b.Total)
+	}
+	if a.Total.Sent != 1998 || a.Total.P99 != 20.9338 {
+		t.Errorf("handleSummary: %+v", a.Total)
 	}
 }
 
-// The scenario must be the one exported, at the same --duration-scale:
-// at another scale the window, and every rate, would be off by that
-// factor, so the import is refused.
+// Another --duration-scale is refused, in both shapes: the window, and
+// every rate, would be off by its factor.
 func TestImportRefusesAnotherScale(t *testing.T) {
-	// 0.5: the fixture ran 12 s; half of its 2 s + 10 s plus the 5 s
-	// timeout's graceful stop would still have covered that.
-	for _, f := range []float64{10, 0.1, 0.5} {
-		s := fixtureScenario(t)
-		s.Scale(f)
-		if _, _, err := importFixture(t, s); err == nil || !strings.Contains(err.Error(), "--duration-scale") {
-			t.Errorf("scale %v: %v, want a refusal naming --duration-scale", f, err)
+	for _, name := range []string{"summary-export.json", "handlesummary.json"} {
+		for _, f := range []float64{0.5, 2, 0.9, 1.1, 10, 0.1} {
+			s := fixtureScenario(t)
+			s.Scale(f)
+			if _, err := importOne(t, s, name); err == nil || !strings.Contains(err.Error(), "--duration-scale") {
+				t.Errorf("%s at scale %v: %v, want a refusal naming --duration-scale", name, f, err)
+			}
 		}
 	}
-	s := fixtureScenario(t)
-	s.Scale(1.1) // within what k6's start and graceful stop explain
-	if _, _, err := importFixture(t, s); err != nil {
-		t.Errorf("scale 1.1: %v", err)
+}
+
+// Another open-loop scenario of the same length is refused by its
+// window's requests; a catalogue scenario by its length.
+func TestImportRefusesAnotherScenario(t *testing.T) {
+	y, err := os.ReadFile(filepath.Join("testdata", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rate := range []string{"100", "300", "66"} {
+		s, err := scenario.Parse([]byte(strings.Replace(string(y), "rate: 200", "rate: "+rate, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = importOne(t, s, "summary-export.json")
+		if err == nil || !strings.Contains(err.Error(), "--scenario") || !strings.Contains(err.Error(), "http_reqs{phase:window}") {
+			t.Errorf("rate %s: %v, want a refusal naming http_reqs{phase:window} and --scenario", rate, err)
+		}
+	}
+	for _, name := range []string{"quickstart", "c1-small-cpu"} {
+		s, err := scenario.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := importOne(t, s, "summary-export.json"); err == nil || !strings.Contains(err.Error(), "--scenario") {
+			t.Errorf("%s: %v, want a refusal naming --scenario", name, err)
+		}
+	}
+	if _, err := Import(nil, []*Summary{readSummary(t, "summary-export.json")}); err == nil || !strings.Contains(err.Error(), "--scenario is required") {
+		t.Errorf("no scenario: %v", err)
 	}
 }
 
-// A closed-loop scenario's import is a closed loop with its users.
+// An empty window, a test of 0 s, a file that is not a k6 summary, a
+// missing window metric or trend statistic, k6's other machine-readable
+// format and mixed shapes are each refused, naming what is wrong.
+func TestImportRefusesWhatIsNotThisRun(t *testing.T) {
+	metrics := func(m map[string]any) map[string]any { return m["metrics"].(map[string]any) }
+	cases := []struct {
+		name, file string
+		edit       func(m map[string]any)
+		want       string
+	}{
+		{"empty window", "summary-export.json", func(m map[string]any) {
+			metrics(m)["http_reqs{phase:window}"] = map[string]any{"count": 0, "rate": 0}
+		}, "is empty: http_reqs{phase:window} count is 0"},
+		{"empty window, handleSummary", "handlesummary.json", func(m map[string]any) {
+			metrics(m)["http_reqs{phase:window}"].(map[string]any)["values"] = map[string]any{"count": 0, "rate": 0}
+		}, "is empty: http_reqs{phase:window} count is 0"},
+		{"zero test run", "summary-export.json", func(m map[string]any) {
+			for _, v := range metrics(m) {
+				if c, ok := v.(map[string]any)["rate"]; ok && c != nil {
+					if _, isCounter := v.(map[string]any)["count"]; isCounter {
+						v.(map[string]any)["rate"] = 0
+					}
+				}
+			}
+		}, "the test ran 0 s"},
+		{"zero test run, handleSummary", "handlesummary.json", func(m map[string]any) {
+			m["state"].(map[string]any)["testRunDurationMs"] = 0
+			for _, v := range metrics(m) {
+				if v.(map[string]any)["type"] == "counter" {
+					v.(map[string]any)["values"].(map[string]any)["rate"] = 0
+				}
+			}
+		}, "the test ran 0 s"},
+		{"no metrics", "summary-export.json", func(m map[string]any) { m["metrics"] = map[string]any{} }, `"metrics" is missing or empty`},
+		{"no window metric", "summary-export.json", func(m map[string]any) { delete(metrics(m), "http_req_failed{phase:window}") },
+			"has no http_req_failed{phase:window}"},
+		{"no p(99)", "handlesummary.json", func(m map[string]any) {
+			delete(metrics(m)["http_req_duration{phase:window}"].(map[string]any)["values"].(map[string]any), "p(99)")
+		}, `http_req_duration{phase:window} has no "p(99)"`},
+		{"new machine-readable summary", "summary-export.json", func(m map[string]any) {
+			m["version"], m["results"] = "1.0.0", map[string]any{"metrics": []any{}}
+		}, "--new-machine-readable-summary"},
+		{"mixed shapes", "summary-export.json", func(m map[string]any) {
+			metrics(m)["vus"] = map[string]any{"type": "gauge", "contains": "default", "values": map[string]any{"value": 1}}
+		}, "not one k6 summary"},
+	}
+	for _, c := range cases {
+		sum, err := fixtureWith(t, c.file, c.edit)
+		if err == nil {
+			_, err = Import(fixtureScenario(t), []*Summary{sum})
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// Two runners' summaries (--execution-segment halves) sum their counts
+// exactly; their percentiles stay each runner's, in runs that say which
+// is which, and the whole test's run has none.
+func TestImportRunners(t *testing.T) {
+	res, err := Import(fixtureScenario(t), []*Summary{readSummary(t, "runner1.json"), readSummary(t, "runner2.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := res.Total
+	if l.Sent != 1998 || l.Errors != 12 || l.Succeeded != 1986 || l.Dropped != 2 || l.Goodput != 198.6 || l.Duration != 10*time.Second {
+		t.Errorf("summed counts: %+v", l)
+	}
+	if l.Success.Count != 0 || l.P99 != 0 || l.Pessimistic.Count != 0 {
+		t.Errorf("the whole test's run carries percentiles, merged from runners: %+v", l.Success)
+	}
+	if len(res.Runners) != 2 || res.Runners[0].Load.P99 != 19.8873 || res.Runners[1].Load.P99 != 22.1194 ||
+		res.Runners[0].Load.Sent != 1000 || res.Runners[1].Load.Goodput != 99 {
+		t.Errorf("runners: %+v", res.Runners)
+	}
+	runs := res.Runs("nginx-rr")
+	if len(runs) != 3 {
+		t.Fatalf("%d runs, want the whole test's and two runners'", len(runs))
+	}
+	want := []struct{ dir, label, says string }{
+		{"runs/k6-nginx-rr", "nginx-rr", "counts summed exactly over 2 runners; no percentiles"},
+		{"runs/k6-nginx-rr-runner1", "nginx-rr (k6 runner 1 of 2)", "runner 1 of 2 (runner1.json) only"},
+		{"runs/k6-nginx-rr-runner2", "nginx-rr (k6 runner 2 of 2)", "runner 2 of 2 (runner2.json) only"},
+	}
+	for i, w := range want {
+		r := runs[i]
+		if r.Dir != w.dir || r.Algorithm != w.label || r.Validity.Valid || r.Imported != artifacts.ImportedK6 ||
+			!strings.Contains(strings.Join(r.Validity.Reasons, "\n"), w.says) {
+			t.Errorf("run %d: %s %q, reasons %q; want %s %q saying %q", i, r.Dir, r.Algorithm, r.Validity.Reasons, w.dir, w.label, w.says)
+		}
+	}
+	// Each runner ran the whole load, not its segment: twice the
+	// scenario's requests.
+	_, err = Import(fixtureScenario(t), []*Summary{readSummary(t, "summary-export.json"), readSummary(t, "handlesummary.json")})
+	if err == nil || !strings.Contains(err.Error(), "--execution-segment") || !strings.Contains(err.Error(), "2.00x") {
+		t.Errorf("two whole loads: %v, want a refusal naming --execution-segment", err)
+	}
+	// A runner at another scale is refused by its own test run.
+	r2, err := fixtureWith(t, "runner2.json", func(m map[string]any) {
+		for _, v := range m["metrics"].(map[string]any) {
+			if r, ok := v.(map[string]any)["rate"].(float64); ok {
+				v.(map[string]any)["rate"] = r * 2
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(fixtureScenario(t), []*Summary{readSummary(t, "runner1.json"), r2}); err == nil || !strings.Contains(err.Error(), "runner2.json: the test ran 6.021s") {
+		t.Errorf("a runner at another scale: %v", err)
+	}
+}
+
+// A closed-loop scenario's import is a closed loop with its users (its
+// window's requests are not fixed, so only the test's length is checked).
 func TestImportClosedLoop(t *testing.T) {
 	y, err := os.ReadFile(filepath.Join("testdata", "scenario.yaml"))
 	if err != nil {
@@ -309,11 +551,23 @@ func TestImportClosedLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := importFixture(t, s)
+	res, err := importOne(t, s, "summary-export.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Model != "closed" || l.Users != 8 || l.TargetRate != 0 {
+	if l := res.Total; l.Model != "closed" || l.Users != 8 || l.TargetRate != 0 {
 		t.Errorf("model %s, users %d, target %v; want closed, 8, 0", l.Model, l.Users, l.TargetRate)
+	}
+	s.Scale(0.5)
+	if _, err := importOne(t, s, "summary-export.json"); err == nil || !strings.Contains(err.Error(), "--duration-scale") {
+		t.Errorf("closed loop at another scale: %v", err)
+	}
+}
+
+// The fixture's scenario offers the 2000 window requests the fixtures
+// hold (sent and dropped).
+func TestOffered(t *testing.T) {
+	if n := Offered(Executors(fixtureScenario(t))); n != 2000 {
+		t.Errorf("offered %v, want 2000", n)
 	}
 }

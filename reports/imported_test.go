@@ -62,7 +62,7 @@ func TestImportedRuns_OwnSectionOnly(t *testing.T) {
 	}
 	end := start + strings.Index(md[start:], "## Plots")
 	section := md[start:end]
-	for _, want := range []string{"k6's trend estimates", "coordinated omission is not corrected", "never valid",
+	for _, want := range []string{"leaves out DNS lookup and connect time", "coordinated omission is not corrected", "never valid",
 		"| nginx-rr", "198.8", "20.9", "`runs/k6-nginx-rr`", "`runs/k6-legacy`", "  - imported from k6: percentiles are k6's trend estimates"} {
 		if !strings.Contains(section, want) {
 			t.Errorf("section lacks %q:\n%s", want, section)

@@ -378,6 +378,18 @@ func TestImportHandleSummary(t *testing.T) {
 	if a.Total.Sent != 1998 || a.Total.P99 != 20.9338 {
 		t.Errorf("handleSummary: %+v", a.Total)
 	}
+	// state is read first: the test's length with every counter's rate
+	// gone is still known.
+	noRates, err := fixtureWith(t, "handlesummary.json", func(m map[string]any) {
+		for _, v := range m["metrics"].(map[string]any) {
+			if v.(map[string]any)["type"] == "counter" {
+				v.(map[string]any)["values"].(map[string]any)["rate"] = 0
+			}
+		}
+	})
+	if err != nil || noRates.TestRun() != sum.TestRun() {
+		t.Errorf("handleSummary without counter rates: test run %v, %v; want state's %v", noRates.TestRun(), err, sum.TestRun())
+	}
 }
 
 // Another --duration-scale is refused, in both shapes: the window, and

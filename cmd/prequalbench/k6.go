@@ -21,7 +21,7 @@ func init() { subcommands = append(subcommands, newK6Command) }
 func newK6Command() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "k6",
-		Short: "Export a scenario's load as a k6 script; import a k6 summary as a run (estimates, clearly marked)",
+		Short: "Export a scenario's load as a k6 script; import k6 summaries as runs (k6's numbers, clearly marked)",
 	}
 	c.AddCommand(newK6ExportCommand(), newK6ImportCommand())
 	return c

@@ -82,7 +82,7 @@ func TestK6ImportScenarioAndScale(t *testing.T) {
 
 // Two runners' summaries write the whole test's run and one per runner.
 func TestK6ImportRunners(t *testing.T) {
-	dir := t.TempDir()
+	dir := campaignDir(t, reportstest.Default(4))
 	code, out := runCLI(t, "k6", "import", k6Fixture("runner1.json"), k6Fixture("runner2.json"),
 		"--algorithm", "prequal", "--scenario", k6Fixture("scenario.yaml"), "--out", dir)
 	if code != 0 {
@@ -103,6 +103,24 @@ func TestK6ImportRunners(t *testing.T) {
 	if !strings.Contains(out, "k6 import (prequal): 1998 sent, 12 failed, goodput 198.6/s over 10s, no percentiles") ||
 		!strings.Contains(out, "k6 import (prequal (k6 runner 2 of 2)): 998 sent, 8 failed, goodput 99.0/s over 10s, p50 6.4 ms, p99 22.1 ms") {
 		t.Errorf("import said:\n%s", out)
+	}
+	// The report lists the three, the whole test's without percentiles.
+	if code, out := runCLI(t, "report", dir); code != 0 {
+		t.Fatal(out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, artifacts.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, "|"); len(f) > 2 && strings.HasPrefix(strings.TrimSpace(f[1]), "prequal") && strings.Contains(line, "k6-prequal") {
+			rows[strings.TrimSpace(f[1])] = line
+		}
+	}
+	if len(rows) != 3 || !strings.Contains(rows["prequal"], " 198.6 |") || !strings.Contains(rows["prequal"], " — |") ||
+		!strings.Contains(rows["prequal (k6 runner 2 of 2)"], "22.1") || !strings.Contains(string(b), "counts summed exactly over 2 runners") {
+		t.Errorf("report rows %q", rows)
 	}
 }
 

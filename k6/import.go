@@ -3,6 +3,7 @@ package k6
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"time"
@@ -46,8 +47,17 @@ type part struct {
 	// dropped is the window's drops when droppedKnown, else the test's.
 	dropped      uint64
 	droppedKnown bool
+	// warmupSent and warmupDropped are the requests outside the window
+	// (the warmup's) and the drops k6 counted in the warmup executor.
+	warmupSent, warmupDropped uint64
+	// busy is the time the window's requests took in all
+	// (http_req_duration{phase:window} avg × count).
+	busy         time.Duration
 	success, all artifacts.Percentiles
 }
+
+// maxCount bounds a count: float64 holds every integer up to 2^53.
+const maxCount = 1 << 53
 
 func windowPart(sum *Summary, ex []Executor) (part, error) {
 	win := "{phase:" + PhaseWindow + "}"
@@ -62,37 +72,87 @@ func windowPart(sum *Summary, ex []Executor) (part, error) {
 		}
 		return v, nil
 	}
+	// count is a counter's or rate's number of samples: k6 writes whole
+	// numbers from 0 up.
+	count := func(metric, field string, required bool) (uint64, error) {
+		v, err := need(metric, field)
+		if err != nil {
+			if required {
+				return 0, err
+			}
+			return 0, nil
+		}
+		if math.IsNaN(v) || v < 0 || v > maxCount || v != math.Trunc(v) {
+			return 0, fmt.Errorf("k6: %s: %s %s is %v: want a whole number of samples, from 0 to 2^53", sum.Name, metric, field, v)
+		}
+		return uint64(v), nil
+	}
 	var p part
-	sent, err := need("http_reqs"+win, "count")
+	var err error
+	if p.sent, err = count("http_reqs"+win, "count", true); err != nil {
+		return p, err
+	}
+	if p.failed, err = count("http_req_failed"+win, "passes", true); err != nil {
+		return p, err
+	}
+	fails, err := count("http_req_failed"+win, "fails", true)
 	if err != nil {
 		return p, err
 	}
-	failed, err := need("http_req_failed"+win, "passes")
-	if err != nil {
-		return p, err
-	}
-	if sent == 0 {
+	if p.sent == 0 {
 		return p, fmt.Errorf("k6: %s is empty: http_reqs%s count is 0, k6 sent no request in the measured window", sum.Name, win)
 	}
-	p.sent, p.failed = uint64(sent), uint64(failed)
-	p.dropped = uint64(sum.Metrics["dropped_iterations"]["count"])
+	// k6 records every request once in http_reqs, http_req_failed and
+	// http_req_duration, with the same tags: their counts agree in any
+	// summary k6 wrote.
+	if p.failed+fails != p.sent {
+		return p, fmt.Errorf("k6: %s: http_req_failed%s passes + fails = %d, but http_reqs%s count = %d: k6 counts every request in both; not one run's summary",
+			sum.Name, win, p.failed+fails, win, p.sent)
+	}
+	all, err := count("http_reqs", "count", true)
+	if err != nil {
+		return p, err
+	}
+	if all < p.sent {
+		return p, fmt.Errorf("k6: %s: http_reqs count %d is less than http_reqs%s count %d: not one run's summary", sum.Name, all, win, p.sent)
+	}
+	p.warmupSent = all - p.sent
+	if p.dropped, err = count("dropped_iterations", "count", false); err != nil {
+		return p, err
+	}
 	if d := DroppedWarmup(ex); d == "" {
 		p.droppedKnown = true // no warmup: every drop is the window's
-	} else if w, ok := sum.Metrics[d]; ok {
-		p.dropped -= min(p.dropped, uint64(w["count"]))
+	} else if _, ok := sum.Metrics[d]; ok {
+		if p.warmupDropped, err = count(d, "count", true); err != nil {
+			return p, err
+		}
+		if p.warmupDropped > p.dropped {
+			return p, fmt.Errorf("k6: %s: %s count %d is more than dropped_iterations count %d: not one run's summary", sum.Name, d, p.warmupDropped, p.dropped)
+		}
+		p.dropped -= p.warmupDropped
 		p.droppedKnown = true
 	}
 	for _, t := range []struct {
 		metric string
+		count  uint64
 		into   *artifacts.Percentiles
-	}{{"http_req_duration" + win, &p.all}, {"http_req_duration{phase:" + PhaseWindow + ",expected_response:true}", &p.success}} {
+	}{{"http_req_duration" + win, p.sent, &p.all}, {"http_req_duration{phase:" + PhaseWindow + ",expected_response:true}", fails, &p.success}} {
 		for _, stat := range TrendStats {
-			if _, err := need(t.metric, stat); err != nil {
+			v, err := need(t.metric, stat)
+			if err != nil {
 				return p, err
 			}
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return p, fmt.Errorf("k6: %s: %s %s is %v: want milliseconds from 0 up", sum.Name, t.metric, stat, v)
+			}
+		}
+		if n := sum.Metrics[t.metric]["count"]; n != float64(t.count) {
+			return p, fmt.Errorf("k6: %s: %s count is %v, but the window's requests of that kind (http_req_failed%s) are %d: k6 times every request it counts; not one run's summary",
+				sum.Name, t.metric, n, win, t.count)
 		}
 		*t.into = trend(sum.Metrics[t.metric])
 	}
+	p.busy = time.Duration(p.all.Mean * float64(p.sent) * float64(time.Millisecond))
 	return p, nil
 }
 
@@ -105,11 +165,7 @@ func checkTestRun(sum *Summary, s *scenario.Scenario, planned time.Duration) err
 	if ran <= 0 {
 		return fmt.Errorf("k6: %s: the test ran 0 s: every counter is 0 (and there is no state.testRunDurationMs), so the test's length cannot be read", sum.Name)
 	}
-	tail := s.Load.Timeout.Std()
-	if it, ok := sum.Metrics["iteration_duration"]["max"]; ok {
-		tail = min(tail, time.Duration(it*float64(time.Millisecond)))
-	}
-	lo, hi := planned-planned/100, planned+tail+time.Second
+	lo, hi := planned-planned/100, planned+tailOf(sum, s)+time.Second
 	if ran >= lo && ran <= hi {
 		return nil
 	}
@@ -122,13 +178,63 @@ func checkTestRun(sum *Summary, s *scenario.Scenario, planned time.Duration) err
 		sum.Name, ran.Round(time.Millisecond), ran.Seconds()/planned.Seconds(), s.Name, planned, why)
 }
 
+// tailOf bounds how long the last iterations ran past the end of the
+// last executor: up to the graceful stop (the request timeout), and no
+// longer than the test's longest iteration.
+func tailOf(sum *Summary, s *scenario.Scenario) time.Duration {
+	tail := s.Load.Timeout.Std()
+	if it, ok := sum.Metrics["iteration_duration"]["max"]; ok && it >= 0 {
+		tail = min(tail, time.Duration(it*float64(time.Millisecond)))
+	}
+	return tail
+}
+
+// checkClosedWindow refuses a closed loop's window whose requests took
+// more time than its users could spend in it: each of the scenario's
+// users runs one request per iteration, back to back, for the window and
+// then finishes its last one (at most tail), so the window's requests
+// take at most users × (window + tail) in all. A summary of a longer
+// window (a smaller --duration-scale or another scenario given) or of
+// more users takes more.
+func checkClosedWindow(s *scenario.Scenario, total part, tail time.Duration) error {
+	window := s.Load.MeasuredDuration()
+	perUser := total.busy / time.Duration(s.Load.Users)
+	if limit := window + window/100 + tail + 10*time.Millisecond; perUser > limit {
+		return fmt.Errorf("k6: http_req_duration{phase:window}: its %d requests took %v in all (avg × count), %v for each of scenario %s's %d users, "+
+			"more than its %v window (and the last requests' %v) holds: the summaries are of a longer window or more users; "+
+			"import with --scenario and --duration-scale as exported",
+			total.sent, total.busy.Round(time.Millisecond), perUser.Round(time.Millisecond), s.Name, s.Load.Users, window, tail.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// checkWarmupOffered refuses an open loop whose requests outside the
+// window (sent and dropped in the warmup) are not the ones the warmup
+// executor offers: a summary of another warmup, or of a scenario with
+// none, has other windows than the one given.
+func checkWarmupOffered(s *scenario.Scenario, ex []Executor, total part, runners int) error {
+	offered := OfferedIn(ex, PhaseWarmup)
+	tol := max(2, offered/100) + float64(2*runners)
+	got := float64(total.warmupSent + total.warmupDropped)
+	if got >= offered-tol && got <= offered+tol {
+		return nil
+	}
+	return fmt.Errorf("k6: http_reqs counts %d requests outside the window (and dropped_iterations %d in the warmup) over %d summaries, but scenario %s's %v warmup offers %.0f: "+
+		"the summaries are of another --scenario or --duration-scale",
+		total.warmupSent, total.warmupDropped, runners, s.Name, warmupOf(s), offered)
+}
+
 // Offered is the number of iterations (one request each) the exported
 // executors of the measured window start: k6's arrival-rate executors
 // start exactly their rate's integral. Zero for a closed loop.
-func Offered(ex []Executor) float64 {
+func Offered(ex []Executor) float64 { return OfferedIn(ex, PhaseWindow) }
+
+// OfferedIn is the number of iterations the executors of a phase
+// (PhaseWarmup or PhaseWindow) start.
+func OfferedIn(ex []Executor, phase string) float64 {
 	var n float64
 	for _, e := range ex {
-		if e.Tags["phase"] != PhaseWindow {
+		if e.Tags["phase"] != phase {
 			continue
 		}
 		unit, _ := time.ParseDuration(e.TimeUnit)
@@ -155,8 +261,11 @@ func Offered(ex []Executor) float64 {
 // closed with its users). A summary that does not fit s is refused
 // with the field that does not: a test that ran longer or shorter than
 // s's warmup and window (another --duration-scale or scenario), an open
-// loop whose window holds other than s's requests (another scenario, or
-// every runner running the whole load), an empty window, a 0 s test.
+// loop whose window or warmup holds other than s's requests (another
+// scenario, or every runner running the whole load), a closed loop whose
+// window's requests took longer than its users could spend, counts k6
+// could not have written, the same summary twice, an empty window, a 0 s
+// test.
 // The reasons list every approximation; the caller records them in the
 // run's validity, which is therefore never valid.
 func Import(s *scenario.Scenario, sums []*Summary) (Result, error) {
@@ -175,24 +284,41 @@ func Import(s *scenario.Scenario, sums []*Summary) (Result, error) {
 	}
 	var parts []part
 	total := part{droppedKnown: true}
-	for _, sum := range sums {
-		if err := checkTestRun(sum, s, warmup+window); err != nil {
-			return Result{}, err
-		}
+	tail := time.Duration(0)
+	for i, sum := range sums {
 		p, err := windowPart(sum, ex)
 		if err != nil {
 			return Result{}, err
+		}
+		if err := checkTestRun(sum, s, warmup+window); err != nil {
+			return Result{}, err
+		}
+		for j, q := range parts {
+			// Two runners never time their requests identically: the
+			// same summary given twice would pass for two halves.
+			if q == p && sums[j].TestRun() == sum.TestRun() {
+				return Result{}, fmt.Errorf("k6: %s and %s are the same run's summary (the same window counts, percentiles and test length): give each runner's summary once", sums[j].Name, sum.Name)
+			}
 		}
 		parts = append(parts, p)
 		total.sent += p.sent
 		total.failed += p.failed
 		total.dropped += p.dropped
 		total.droppedKnown = total.droppedKnown && p.droppedKnown
+		total.warmupSent += p.warmupSent
+		total.warmupDropped += p.warmupDropped
+		total.busy += p.busy
+		tail = max(tail, tailOf(sums[i], s))
 	}
 	if s.Load.Users == 0 {
 		if err := checkOffered(s, ex, total, len(sums)); err != nil {
 			return Result{}, err
 		}
+		if err := checkWarmupOffered(s, ex, total, len(sums)); err != nil {
+			return Result{}, err
+		}
+	} else if err := checkClosedWindow(s, total, tail); err != nil {
+		return Result{}, err
 	}
 	res := Result{Reasons: append([]string(nil), Approximations...)}
 	if total.dropped > 0 {

@@ -531,7 +531,13 @@ func TestImportRunners(t *testing.T) {
 	}
 	// Each runner ran the whole load, not its segment: twice the
 	// scenario's requests.
-	_, err = Import(fixtureScenario(t), []*Summary{readSummary(t, "summary-export.json"), readSummary(t, "handlesummary.json")})
+	other, err := fixtureWith(t, "summary-export.json", func(m map[string]any) {
+		m["metrics"].(map[string]any)["http_req_duration{phase:window}"].(map[string]any)["p(99)"] = 21.7046
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Import(fixtureScenario(t), []*Summary{readSummary(t, "summary-export.json"), other})
 	if err == nil || !strings.Contains(err.Error(), "--execution-segment") || !strings.Contains(err.Error(), "2.00x") {
 		t.Errorf("two whole loads: %v, want a refusal naming --execution-segment", err)
 	}
@@ -581,5 +587,129 @@ func TestImportClosedLoop(t *testing.T) {
 func TestOffered(t *testing.T) {
 	if n := Offered(Executors(fixtureScenario(t))); n != 2000 {
 		t.Errorf("offered %v, want 2000", n)
+	}
+}
+
+// A summary k6 could not have written is refused, naming the field: k6
+// counts every request once in http_reqs, http_req_failed and
+// http_req_duration with the same tags, as whole numbers from 0, and
+// the warmup's drops are some of all the drops.
+func TestImportRefusesImpossibleCounts(t *testing.T) {
+	win := func(m map[string]any, metric string) map[string]any {
+		return m["metrics"].(map[string]any)[metric].(map[string]any)
+	}
+	cases := []struct {
+		name string
+		edit func(m map[string]any)
+		want string
+	}{
+		{"more failed than sent", func(m map[string]any) { win(m, "http_req_failed{phase:window}")["passes"] = 5000 },
+			"http_req_failed{phase:window} passes + fails = 6986, but http_reqs{phase:window} count = 1998"},
+		{"negative failed", func(m map[string]any) { win(m, "http_req_failed{phase:window}")["passes"] = -3 },
+			"http_req_failed{phase:window} passes is -3: want a whole number"},
+		{"negative sent", func(m map[string]any) { win(m, "http_reqs{phase:window}")["count"] = -5 },
+			"http_reqs{phase:window} count is -5: want a whole number"},
+		{"fractional sent", func(m map[string]any) { win(m, "http_reqs{phase:window}")["count"] = 1997.5 },
+			"http_reqs{phase:window} count is 1997.5: want a whole number"},
+		{"huge sent", func(m map[string]any) { win(m, "http_reqs{phase:window}")["count"] = 1e30 },
+			"http_reqs{phase:window} count is 1e+30: want a whole number"},
+		{"negative drops", func(m map[string]any) { win(m, "dropped_iterations")["count"] = -1e6 },
+			"dropped_iterations count is -1e+06"},
+		{"more warmup drops than drops", func(m map[string]any) { win(m, "dropped_iterations{scenario:warmup_0}")["count"] = 4 },
+			"dropped_iterations{scenario:warmup_0} count 4 is more than dropped_iterations count 3"},
+		{"fewer requests than the window's", func(m map[string]any) { win(m, "http_reqs")["count"] = 1000 },
+			"http_reqs count 1000 is less than http_reqs{phase:window} count 1998"},
+		{"trend of other requests", func(m map[string]any) { win(m, "http_req_duration{phase:window}")["count"] = 500 },
+			"http_req_duration{phase:window} count is 500, but the window's requests of that kind (http_req_failed{phase:window}) are 1998"},
+		{"success trend of other requests", func(m map[string]any) {
+			win(m, "http_req_duration{phase:window,expected_response:true}")["count"] = 1998
+		}, "http_req_duration{phase:window,expected_response:true} count is 1998, but the window's requests of that kind (http_req_failed{phase:window}) are 1986"},
+		{"negative latency", func(m map[string]any) { win(m, "http_req_duration{phase:window}")["p(99)"] = -1 },
+			"http_req_duration{phase:window} p(99) is -1: want milliseconds"},
+	}
+	for _, c := range cases {
+		sum, err := fixtureWith(t, "summary-export.json", c.edit)
+		if err == nil {
+			_, err = Import(fixtureScenario(t), []*Summary{sum})
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// One summary given twice, or one run's summary in both shapes, would
+// pass for two runners' halves of the load: it is refused.
+func TestImportRefusesTheSameSummaryTwice(t *testing.T) {
+	for _, pair := range [][2]string{{"runner1.json", "runner1.json"}, {"runner2.json", "runner2.json"}, {"summary-export.json", "handlesummary.json"}} {
+		s := fixtureScenario(t)
+		if pair[0] == "summary-export.json" {
+			s.Load.Open[0].Rate = 400 // the whole load twice fits 400/s
+		}
+		_, err := Import(s, []*Summary{readSummary(t, pair[0]), readSummary(t, pair[1])})
+		if err == nil || !strings.Contains(err.Error(), "are the same run's summary") {
+			t.Errorf("%s and %s: %v, want a refusal saying they are the same", pair[0], pair[1], err)
+		}
+	}
+}
+
+// An open loop's requests outside the window are the warmup's: a
+// summary of another warmup (or none) is refused by them, even where
+// the test's length alone would pass.
+func TestImportRefusesAnotherWarmup(t *testing.T) {
+	for _, w := range []string{"1s", "1500ms", "0s"} {
+		s := fixtureScenario(t)
+		d := scenario.Duration(w)
+		s.Protocol.Warmup = &d
+		for _, name := range []string{"summary-export.json", "handlesummary.json"} {
+			_, err := importOne(t, s, name)
+			if err == nil || !strings.Contains(err.Error(), "outside the window") || !strings.Contains(err.Error(), "warmup offers") {
+				t.Errorf("warmup %s, %s: %v, want a refusal naming the requests outside the window", w, name, err)
+			}
+		}
+	}
+	s := fixtureScenario(t)
+	if _, err := Import(s, []*Summary{readSummary(t, "runner1.json"), readSummary(t, "runner2.json")}); err != nil {
+		t.Errorf("the runners' warmups, summed: %v", err)
+	}
+}
+
+// A closed loop's window holds no fixed number of requests, but its
+// users can spend no more than the window (and their last request) on
+// them: a summary of a longer window (a smaller scale given than
+// exported) or of more users is refused by the time its requests took,
+// where the test's length alone would pass.
+func TestImportClosedLoopWindowHoldsItsRequests(t *testing.T) {
+	y, err := os.ReadFile(filepath.Join("testdata", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedYAML := strings.Replace(string(y), "  open:\n    - {kind: constant, duration: 10s, rate: 200}\n", "  users: 8\n  duration: 10s\n", 1)
+	// 8 users busy 9.9 s each with requests of 39.64 ms on average; the
+	// longest iteration 120 ms. At scale 0.95 or 0.96 the test's length
+	// (12.03 s against 11.4 s or 11.52 s, plus 120 ms and 1 s) passes.
+	sum, err := fixtureWith(t, "summary-export.json", func(m map[string]any) {
+		ms := m["metrics"].(map[string]any)
+		ms["http_req_duration{phase:window}"].(map[string]any)["avg"] = 39.64
+		ms["iteration_duration"].(map[string]any)["max"] = 120
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		scale  float64
+		users  string
+		refuse bool
+	}{{1, "8", false}, {1.005, "8", false}, {0.95, "8", true}, {0.96, "8", true}, {1, "7", true}, {1, "4", true}, {1, "9", false}} {
+		s, err := scenario.Parse([]byte(strings.Replace(closedYAML, "users: 8", "users: "+c.users, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Scale(c.scale)
+		_, err = Import(s, []*Summary{sum})
+		if refused := err != nil; refused != c.refuse ||
+			refused && !strings.Contains(err.Error(), "http_req_duration{phase:window}: its 1998 requests took") {
+			t.Errorf("scale %v, %s users: %v, want refused %v by the requests' time", c.scale, c.users, err, c.refuse)
+		}
 	}
 }

@@ -610,13 +610,14 @@ func countTests(cs []Comparison) int {
 }
 
 // writeImported lists the runs imported from k6 in a section of their
-// own: their numbers are k6's estimates, so they stand beside the
-// measured runs, never in the headline, the comparisons or a verdict.
+// own: their numbers are k6's, not this tool's measurement, so they
+// stand beside the measured runs, never in the headline, the
+// comparisons or a verdict.
 func writeImported(w io.Writer, a *Analysis) {
 	if len(a.Imported) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "## Imported runs (k6 estimates, not measured by prequalbench)\n\n")
+	fmt.Fprintf(w, "## Imported runs (k6's numbers, not measured by prequalbench)\n\n")
 	fmt.Fprintf(w, "%d run(s) imported from k6's summary (`--summary-export` or handleSummary) with `prequalbench k6 import`. They are listed here only: "+
 		"**never valid**, not in the headline, the comparisons, the verdicts, the shares or the plots. "+
 		"Their numbers are k6's, not this tool's measurement: the percentiles are k6's over every sample, not this tool's HDR histograms "+
@@ -634,8 +635,8 @@ func writeImported(w io.Writer, a *Analysis) {
 			fmtMs(float64(r.P99)), fmtMs(float64(r.P999)), fmtMs(float64(r.PessP99)), path.Base(r.Dir)})
 	}
 	fmt.Fprintf(w, "Window counts and k6's percentiles (with several k6 runners, each runner's run holds its own and the whole test's run none); p50–p99.9 of successes, all p99 of every request (failures at their own duration).\n\n")
-	mdTable(w, []string{"label", "from", "model", "window s", "sent", "failed", "goodput req/s", "error rate", "p50 ms (est.)", "p90 ms (est.)",
-		"p99 ms (est.)", "p99.9 ms (est.)", "all p99 ms (est.)", "directory"}, rows, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+	mdTable(w, []string{"label", "from", "model", "window s", "sent", "failed", "goodput req/s", "error rate", "p50 ms (k6)", "p90 ms (k6)",
+		"p99 ms (k6)", "p99.9 ms (k6)", "all p99 ms (k6)", "directory"}, rows, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 	fmt.Fprintf(w, "Why each is not valid (its recorded reasons):\n\n")
 	for _, r := range a.Imported {
 		fmt.Fprintf(w, "- `%s` (%s):\n", r.Dir, cell(r.Label))

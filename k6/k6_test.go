@@ -713,3 +713,38 @@ func TestImportClosedLoopWindowHoldsItsRequests(t *testing.T) {
 		}
 	}
 }
+
+// Two summaries in one file (cat runner1.json runner2.json) are refused,
+// not read as the first alone; so is a file too large to be a summary,
+// before it is read past the limit.
+func TestParseSummaryRefusesMoreThanOne(t *testing.T) {
+	a, err := os.ReadFile(filepath.Join("testdata", "runner1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "runner2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseSummary("both.json", bytes.NewReader(append(a, b...)))
+	if err == nil || !strings.Contains(err.Error(), "more follows the summary's JSON object") {
+		t.Errorf("two summaries in one file: %v", err)
+	}
+	if _, err := ParseSummary("one.json", bytes.NewReader(append(a, " \n\t"...))); err != nil {
+		t.Errorf("one summary and white space: %v", err)
+	}
+	huge := io.MultiReader(strings.NewReader(`{"metrics": {"x": {"count": 1, "rate": 1, "pad": "`), io.LimitReader(endless{}, 65<<20))
+	if _, err := ParseSummary("huge.json", huge); err == nil || !strings.Contains(err.Error(), "larger than 64 MiB") {
+		t.Errorf("an endless file: %v", err)
+	}
+}
+
+// endless reads as an endless run of 'a'.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}

@@ -1,6 +1,7 @@
 package k6
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +36,10 @@ type Summary struct {
 	RunMs float64
 }
 
+// MaxSummaryBytes bounds a summary file: k6 writes one object of a few
+// hundred bytes per metric, so anything near this is not one.
+const MaxSummaryBytes = 64 << 20
+
 // ParseSummary reads one runner's summary, in --summary-export's shape
 // or handleSummary's, and refuses anything else with what it is.
 func ParseSummary(name string, r io.Reader) (*Summary, error) {
@@ -46,8 +51,19 @@ func ParseSummary(name string, r io.Reader) (*Summary, error) {
 		Version *json.RawMessage `json:"version"`
 		Results *json.RawMessage `json:"results"`
 	}
-	if err := json.NewDecoder(r).Decode(&raw); err != nil {
+	b, err := io.ReadAll(io.LimitReader(r, MaxSummaryBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("k6: %s: %w", name, err)
+	}
+	if len(b) > MaxSummaryBytes {
+		return nil, fmt.Errorf("k6: %s is larger than %d MiB: not a k6 summary, which holds a few hundred bytes per metric", name, MaxSummaryBytes>>20)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("k6: %s: not k6 summary JSON: %w", name, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("k6: %s: more follows the summary's JSON object (at byte %d): give each runner's summary as a file of its own", name, dec.InputOffset())
 	}
 	if raw.Version != nil && raw.Results != nil {
 		return nil, fmt.Errorf("k6: %s is k6's --new-machine-readable-summary format, whose trends stop at p(95): "+

@@ -17,8 +17,10 @@ const EngineTimeout = 20 * time.Second
 // CheckEngine says plainly, before kind is asked anything, when there
 // is no Docker engine to run kind's nodes: no docker command (podman
 // alone is not enough: the kind provider here is Docker's), or a docker
-// command that cannot reach its engine (not running, a DOCKER_HOST that
-// points nowhere, a socket the user may not open). Without it kind
+// command that cannot reach its engine (not running, a DOCKER_HOST or
+// DOCKER_CONTEXT that points nowhere, a socket the user may not open).
+// It asks the docker command itself, so whatever engine docker reaches
+// (rootless, a context, DOCKER_HOST=tcp:// or ssh://) kind reaches too. Without it kind
 // fails later with `docker ps ... exit status 1`.
 func CheckEngine(ctx context.Context) error {
 	docker, err := exec.LookPath("docker")
@@ -55,10 +57,12 @@ func CheckEngine(ctx context.Context) error {
 	case strings.Contains(said, "permission denied"):
 		b.WriteString("it runs, but this user may not open its socket: add yourself to the docker group (sudo usermod -aG docker $USER, then log in again)")
 	default:
-		b.WriteString("start it (Linux: sudo systemctl start docker; macOS, Windows: start Docker Desktop)")
+		b.WriteString("start it (Linux: sudo systemctl start docker, or for rootless Docker systemctl --user start docker; macOS, Windows: start Docker Desktop)")
 	}
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		fmt.Fprintf(&b, "; DOCKER_HOST=%s is where docker looked: unset it or point it at the running engine", h)
+	} else if c := os.Getenv("DOCKER_CONTEXT"); c != "" {
+		fmt.Fprintf(&b, "; DOCKER_CONTEXT=%s chose where docker looked: unset it or pick a running engine's context (docker context ls)", c)
 	}
 	b.WriteString("; then check with `docker info`")
 	return errors.New(b.String())

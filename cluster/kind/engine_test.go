@@ -41,6 +41,8 @@ func TestCheckEngine(t *testing.T) {
 		{"socket not ours", map[string]string{"docker": `echo "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock" >&2; exit 1`}, "",
 			[]string{"may not open its socket", "docker group"}, []string{"systemctl"}},
 		{"no server version", map[string]string{"docker": "exit 0"}, "", []string{"cannot reach a Docker engine (`docker version` said: no server version)"}, nil},
+		{"DOCKER_CONTEXT nowhere", map[string]string{"docker": refused}, "",
+			[]string{"DOCKER_CONTEXT=gone chose where docker looked", "docker context ls", "systemctl --user start docker"}, []string{"DOCKER_HOST"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -48,6 +50,12 @@ func TestCheckEngine(t *testing.T) {
 			t.Setenv("DOCKER_HOST", c.dockerHost)
 			if c.dockerHost == "" {
 				os.Unsetenv("DOCKER_HOST")
+			}
+			t.Setenv("DOCKER_CONTEXT", "")
+			if strings.Contains(c.name, "DOCKER_CONTEXT") {
+				t.Setenv("DOCKER_CONTEXT", "gone")
+			} else {
+				os.Unsetenv("DOCKER_CONTEXT")
 			}
 			err := CheckEngine(context.Background())
 			if err == nil {

@@ -250,12 +250,18 @@ func DroppedWarmup(ex []Executor) string {
 	return ""
 }
 
+// RouteMetric is the summary's metric of the window's requests to one
+// route (route names are DNS labels, so they fit k6's submetric syntax).
+func RouteMetric(route string) string {
+	return "http_reqs{phase:" + PhaseWindow + ",route:" + route + "}"
+}
+
 // Export writes a k6 script for s: the executors above, the routes
 // picked by weight with their Host headers, each request tagged with its
 // route (tag "route"), the request timeout, and thresholds that make
 // k6's summary carry the window's own metrics (tagged phase:window;
 // successes via expected_response:true) and the warmup's dropped
-// iterations. The target is $BASE_URL (default baseURL). An executor k6
+// iterations, and each route's window requests. The target is $BASE_URL (default baseURL). An executor k6
 // would refuse (a constant one under 1 s, e.g. a 2 s warmup at
 // --duration-scale 0.3) is an error, a *ShortExecutorError.
 func Export(w io.Writer, s *scenario.Scenario, baseURL string) error {
@@ -282,6 +288,9 @@ func Export(w io.Writer, s *scenario.Scenario, baseURL string) error {
 	}
 	if d := DroppedWarmup(ex); d != "" {
 		thresholds[d] = []string{"count>=0"}
+	}
+	for _, r := range s.Workload.Routes {
+		thresholds[RouteMetric(r.Name)] = []string{"count>=0"}
 	}
 	options := map[string]any{
 		"discardResponseBodies": true,

@@ -178,6 +178,53 @@ func checkTestRun(sum *Summary, s *scenario.Scenario, planned time.Duration) err
 		sum.Name, ran.Round(time.Millisecond), ran.Seconds()/planned.Seconds(), s.Name, planned, why)
 }
 
+// routeCounts adds sum's window requests to each of s's routes (the
+// script tags each request with its route) into into, refusing a
+// summary without a route of s or whose routes do not hold its window.
+func routeCounts(sum *Summary, s *scenario.Scenario, sent uint64, into []uint64) error {
+	var n uint64
+	for i, r := range s.Workload.Routes {
+		m := RouteMetric(r.Name)
+		v, ok := sum.Metrics[m]["count"]
+		if !ok {
+			return fmt.Errorf("k6: %s has no %s: the summary is of another --scenario (its routes), or of a script exported before requests were counted by route", sum.Name, m)
+		}
+		if math.IsNaN(v) || v < 0 || v > maxCount || v != math.Trunc(v) {
+			return fmt.Errorf("k6: %s: %s count is %v: want a whole number of samples, from 0 to 2^53", sum.Name, m, v)
+		}
+		into[i] += uint64(v)
+		n += uint64(v)
+	}
+	if n != sent {
+		return fmt.Errorf("k6: %s: the window's requests by route (%s...) add up to %d, but http_reqs{phase:%s} count is %d: "+
+			"the summary is of another --scenario, with other routes", sum.Name, RouteMetric(s.Workload.Routes[0].Name), n, PhaseWindow, sent)
+	}
+	return nil
+}
+
+// checkRouteShares refuses a window whose routes' requests are not
+// drawn by s's weights: the script picks each request's route at
+// random by weight, so route i's count is binomial(sent, share i); a
+// count more than 6 standard deviations (and 2 requests) off is
+// another scenario's mix, not chance.
+func checkRouteShares(s *scenario.Scenario, counts []uint64, sent uint64) error {
+	var total float64
+	for _, r := range s.Workload.Routes {
+		total += r.Weight
+	}
+	n := float64(sent)
+	for i, r := range s.Workload.Routes {
+		p := r.Weight / total
+		want, sd := n*p, math.Sqrt(n*p*(1-p))
+		if got := float64(counts[i]); math.Abs(got-want) > 6*sd+2 {
+			return fmt.Errorf("k6: %s counts %d of the window's %d requests (%.1f%%), but scenario %s weighs route %s at %.1f%%: "+
+				"the summaries are of another --scenario, with other route weights",
+				RouteMetric(r.Name), counts[i], sent, 100*got/n, s.Name, r.Name, 100*p)
+		}
+	}
+	return nil
+}
+
 // tailOf bounds how long the last iterations ran past the end of the
 // last executor: up to the graceful stop (the request timeout), and no
 // longer than the test's longest iteration.
@@ -262,7 +309,8 @@ func OfferedIn(ex []Executor, phase string) float64 {
 // with the field that does not: a test that ran longer or shorter than
 // s's warmup and window (another --duration-scale or scenario), an open
 // loop whose window or warmup holds other than s's requests (another
-// scenario, or every runner running the whole load), a closed loop whose
+// scenario, or every runner running the whole load), requests by route
+// that do not follow s's route weights, a closed loop whose
 // window's requests took longer than its users could spend, counts k6
 // could not have written, the same summary twice, an empty window, a 0 s
 // test.
@@ -285,9 +333,13 @@ func Import(s *scenario.Scenario, sums []*Summary) (Result, error) {
 	var parts []part
 	total := part{droppedKnown: true}
 	tail := time.Duration(0)
+	routes := make([]uint64, len(s.Workload.Routes))
 	for i, sum := range sums {
 		p, err := windowPart(sum, ex)
 		if err != nil {
+			return Result{}, err
+		}
+		if err := routeCounts(sum, s, p.sent, routes); err != nil {
 			return Result{}, err
 		}
 		if err := checkTestRun(sum, s, warmup+window); err != nil {
@@ -309,6 +361,9 @@ func Import(s *scenario.Scenario, sums []*Summary) (Result, error) {
 		total.warmupDropped += p.warmupDropped
 		total.busy += p.busy
 		tail = max(tail, tailOf(sums[i], s))
+	}
+	if err := checkRouteShares(s, routes, total.sent); err != nil {
+		return Result{}, err
 	}
 	if s.Load.Users == 0 {
 		if err := checkOffered(s, ex, total, len(sums)); err != nil {

@@ -183,7 +183,8 @@ func TestExportScript(t *testing.T) {
 	js := b.String()
 	for _, want := range []string{`"path":"/work?iterations=500","host":"a.local","weight":3`, `"path":"/b?iterations=1000","weight":1`,
 		`timeout: "4000ms"`, `const BASE = __ENV.BASE_URL || "http://127.0.0.1:8080"`, `"http_reqs{phase:window}"`,
-		`"name":"a"`, `tags: { route: r.name }`, `"count>=0"`, `"dropped_iterations{scenario:warmup_0}"`} {
+		`"name":"a"`, `tags: { route: r.name }`, `"count>=0"`, `"dropped_iterations{scenario:warmup_0}"`,
+		`"http_reqs{phase:window,route:a}"`, `"http_reqs{phase:window,route:b}"`} {
 		if !strings.Contains(js, want) {
 			t.Errorf("script lacks %s in\n%s", want, js[:min(len(js), 900)])
 		}
@@ -747,4 +748,61 @@ func (endless) Read(p []byte) (int, error) {
 		p[i] = 'a'
 	}
 	return len(p), nil
+}
+
+// The script counts the window's requests by route: a summary of a
+// scenario with other routes, or other weights, at the same rate and
+// lengths is refused by them.
+func TestImportRefusesAnotherRouteMix(t *testing.T) {
+	y, err := os.ReadFile(filepath.Join("testdata", "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := func(wWork, wB string) *scenario.Scenario {
+		s, err := scenario.Parse([]byte(strings.Replace(string(y), "      backends: [{name: b, replicas: 3}]\n",
+			"      weight: "+wWork+"\n      backends: [{name: b, replicas: 3}]\n    - name: b\n      weight: "+wB+"\n      backends: [{name: c, replicas: 1}]\n", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	split := func(work, b int) *Summary {
+		sum, err := fixtureWith(t, "summary-export.json", func(m map[string]any) {
+			ms := m["metrics"].(map[string]any)
+			ms[RouteMetric("work")].(map[string]any)["count"] = work
+			if b >= 0 {
+				ms[RouteMetric("b")] = map[string]any{"count": b, "rate": float64(b) / 12.0312461}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	renamed, err := scenario.Parse([]byte(strings.Replace(string(y), "name: work", "name: other", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		s    *scenario.Scenario
+		sum  *Summary
+		want string // "" to accept
+	}{
+		{"as exported", fixtureScenario(t), readSummary(t, "summary-export.json"), ""},
+		{"another route", renamed, readSummary(t, "summary-export.json"), "has no http_reqs{phase:window,route:other}"},
+		{"a route more", two("1", "1"), readSummary(t, "summary-export.json"), "has no http_reqs{phase:window,route:b}"},
+		{"even split of 1:1", two("1", "1"), split(1050, 948), ""},
+		{"all on one of 1:1", two("1", "1"), split(1998, 0), "counts 1998 of the window's 1998 requests (100.0%), but scenario k6-fixture weighs route work at 50.0%"},
+		{"even split of 3:1", two("3", "1"), split(1050, 948), "weighs route work at 75.0%"},
+		{"3:1 split of 3:1", two("3", "1"), split(1500, 498), ""},
+		{"routes short of the window", fixtureScenario(t), split(1990, -1), "add up to 1990, but http_reqs{phase:window} count is 1998"},
+		{"no request by route", fixtureScenario(t), split(0, -1), "add up to 0"},
+	}
+	for _, c := range cases {
+		_, err := Import(c.s, []*Summary{c.sum})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
 }

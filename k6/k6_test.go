@@ -391,6 +391,14 @@ func TestImportHandleSummary(t *testing.T) {
 	if err != nil || noRates.TestRun() != sum.TestRun() {
 		t.Errorf("handleSummary without counter rates: test run %v, %v; want state's %v", noRates.TestRun(), err, sum.TestRun())
 	}
+	// k6 divides every counter by state's duration: a state that
+	// disagrees with them (half the test) is refused.
+	_, err = fixtureWith(t, "handlesummary.json", func(m map[string]any) {
+		m["state"].(map[string]any)["testRunDurationMs"] = 6015.6
+	})
+	if err == nil || !strings.Contains(err.Error(), "state.testRunDurationMs is 6015.6, but data_received count / rate is 12031.2 ms") {
+		t.Errorf("a state the counters contradict: %v", err)
+	}
 }
 
 // Another --duration-scale is refused, in both shapes: the window, and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 )
 
@@ -120,8 +121,34 @@ func ParseSummary(name string, r io.Reader) (*Summary, error) {
 	}
 	if raw.State != nil && raw.State.TestRunDurationMs != nil {
 		s.RunMs = *raw.State.TestRunDurationMs
+		// k6 divides every counter by this same duration: a counter
+		// that says otherwise was not written with it.
+		if counter, fromCounters := s.counterRun(); s.RunMs > 0 && fromCounters > 0 && math.Abs(fromCounters.Seconds()*1000-s.RunMs) > s.RunMs/1000+1 {
+			return nil, fmt.Errorf("k6: %s: state.testRunDurationMs is %v, but %s count / rate is %.1f ms: k6 computes both from the same test run; not one run's summary",
+				name, s.RunMs, counter, fromCounters.Seconds()*1000)
+		}
 	}
 	return s, nil
+}
+
+// counterRun is the test run's length as its largest counter says
+// (count / rate), and that counter's name; zero when none says.
+func (s *Summary) counterRun() (string, time.Duration) {
+	best, which := 0.0, ""
+	var secs float64
+	for name, c := range s.Counters {
+		if !c {
+			continue
+		}
+		v := s.Metrics[name]
+		if v["count"] > best && v["rate"] > 0 {
+			best, secs, which = v["count"], v["count"]/v["rate"], name
+		}
+	}
+	if secs <= 0 || secs > float64(math.MaxInt64)/float64(time.Second) {
+		return which, 0
+	}
+	return which, time.Duration(secs * float64(time.Second))
 }
 
 // TestRun is how long k6's test ran: state.testRunDurationMs when the
@@ -132,16 +159,6 @@ func (s *Summary) TestRun() time.Duration {
 	if s.RunMs > 0 {
 		return time.Duration(s.RunMs * float64(time.Millisecond))
 	}
-	best := 0.0
-	var secs float64
-	for name, c := range s.Counters {
-		if !c {
-			continue
-		}
-		v := s.Metrics[name]
-		if v["count"] > best && v["rate"] > 0 {
-			best, secs = v["count"], v["count"]/v["rate"]
-		}
-	}
-	return time.Duration(secs * float64(time.Second))
+	_, d := s.counterRun()
+	return d
 }

@@ -51,9 +51,10 @@ type part struct {
 	// (the warmup's) and the drops k6 counted in the warmup executor.
 	warmupSent, warmupDropped uint64
 	// busy is the time the window's requests took in all
-	// (http_req_duration{phase:window} avg × count).
-	busy         time.Duration
-	success, all artifacts.Percentiles
+	// (http_req_duration{phase:window} avg × count), warmupBusy the
+	// other requests' (http_req_duration's less the window's).
+	busy, warmupBusy time.Duration
+	success, all     artifacts.Percentiles
 }
 
 // maxCount bounds a count: float64 holds every integer up to 2^53.
@@ -153,6 +154,23 @@ func windowPart(sum *Summary, ex []Executor) (part, error) {
 		*t.into = trend(sum.Metrics[t.metric])
 	}
 	p.busy = time.Duration(p.all.Mean * float64(p.sent) * float64(time.Millisecond))
+	for _, stat := range []string{"avg", "count"} {
+		if v, err := need("http_req_duration", stat); err != nil {
+			return p, err
+		} else if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return p, fmt.Errorf("k6: %s: http_req_duration %s is %v: want a number from 0 up", sum.Name, stat, v)
+		}
+	}
+	if n := sum.Metrics["http_req_duration"]["count"]; n != float64(all) {
+		return p, fmt.Errorf("k6: %s: http_req_duration count is %v, but http_reqs count is %d: k6 times every request it counts; not one run's summary", sum.Name, n, all)
+	}
+	allBusy := time.Duration(sum.Metrics["http_req_duration"]["avg"] * float64(all) * float64(time.Millisecond))
+	// The averages are rounded as written: allow a thousandth.
+	if p.warmupBusy = allBusy - p.busy; p.warmupBusy < -allBusy/1000-time.Millisecond {
+		return p, fmt.Errorf("k6: %s: http_req_duration avg × count (%v) is less than http_req_duration%s's (%v): the window's requests are some of all; not one run's summary",
+			sum.Name, allBusy.Round(time.Millisecond), win, p.busy.Round(time.Millisecond))
+	}
+	p.warmupBusy = max(p.warmupBusy, 0)
 	return p, nil
 }
 
@@ -240,11 +258,20 @@ func tailOf(sum *Summary, s *scenario.Scenario) time.Duration {
 // more time than its users could spend in it: each of the scenario's
 // users runs one request per iteration, back to back, for the window and
 // then finishes its last one (at most tail), so the window's requests
-// take at most users × (window + tail) in all. A summary of a longer
-// window (a smaller --duration-scale or another scenario given) or of
-// more users takes more.
+// take at most users × (window + tail) in all, and the warmup's at
+// most users × (warmup + tail). A summary of a longer window or warmup
+// (a smaller --duration-scale or another scenario given) or of more
+// users takes more.
 func checkClosedWindow(s *scenario.Scenario, total part, tail time.Duration) error {
 	window := s.Load.MeasuredDuration()
+	// The warmup's users likewise spend at most warmup + tail on its
+	// requests: a summary of a longer warmup than s's took more.
+	if w, perUser := warmupOf(s), total.warmupBusy/time.Duration(s.Load.Users); perUser > w+w/100+tail+10*time.Millisecond {
+		return fmt.Errorf("k6: http_req_duration less http_req_duration{phase:window}: the warmup's %d requests took %v in all, %v for each of scenario %s's %d users, "+
+			"more than its %v warmup (and the last requests' %v) holds: the summaries are of a longer warmup or more users; "+
+			"import with --scenario and --duration-scale as exported",
+			total.warmupSent, total.warmupBusy.Round(time.Millisecond), perUser.Round(time.Millisecond), s.Name, s.Load.Users, w, tail.Round(time.Millisecond))
+	}
 	perUser := total.busy / time.Duration(s.Load.Users)
 	if limit := window + window/100 + tail + 10*time.Millisecond; perUser > limit {
 		return fmt.Errorf("k6: http_req_duration{phase:window}: its %d requests took %v in all (avg × count), %v for each of scenario %s's %d users, "+
@@ -310,8 +337,8 @@ func OfferedIn(ex []Executor, phase string) float64 {
 // s's warmup and window (another --duration-scale or scenario), an open
 // loop whose window or warmup holds other than s's requests (another
 // scenario, or every runner running the whole load), requests by route
-// that do not follow s's route weights, a closed loop whose
-// window's requests took longer than its users could spend, counts k6
+// that do not follow s's route weights, a closed loop whose window's
+// or warmup's requests took longer than its users could spend, counts k6
 // could not have written, the same summary twice, an empty window, a 0 s
 // test.
 // The reasons list every approximation; the caller records them in the
@@ -360,6 +387,7 @@ func Import(s *scenario.Scenario, sums []*Summary) (Result, error) {
 		total.warmupSent += p.warmupSent
 		total.warmupDropped += p.warmupDropped
 		total.busy += p.busy
+		total.warmupBusy += p.warmupBusy
 		tail = max(tail, tailOf(sums[i], s))
 	}
 	if err := checkRouteShares(s, routes, total.sent); err != nil {

@@ -635,6 +635,10 @@ func TestImportRefusesImpossibleCounts(t *testing.T) {
 		}, "http_req_duration{phase:window,expected_response:true} count is 1998, but the window's requests of that kind (http_req_failed{phase:window}) are 1986"},
 		{"negative latency", func(m map[string]any) { win(m, "http_req_duration{phase:window}")["p(99)"] = -1 },
 			"http_req_duration{phase:window} p(99) is -1: want milliseconds"},
+		{"all requests timed less than the window's", func(m map[string]any) { win(m, "http_req_duration")["avg"] = 1 },
+			"http_req_duration avg × count (2.397s) is less than http_req_duration{phase:window}'s (18.15s)"},
+		{"all requests' trend of other requests", func(m map[string]any) { win(m, "http_req_duration")["count"] = 2000 },
+			"http_req_duration count is 2000, but http_reqs count is 2397"},
 	}
 	for _, c := range cases {
 		sum, err := fixtureWith(t, "summary-export.json", c.edit)
@@ -685,40 +689,51 @@ func TestImportRefusesAnotherWarmup(t *testing.T) {
 
 // A closed loop's window holds no fixed number of requests, but its
 // users can spend no more than the window (and their last request) on
-// them: a summary of a longer window (a smaller scale given than
-// exported) or of more users is refused by the time its requests took,
+// them, nor more than the warmup on the warmup's: a summary of a longer
+// window or warmup (a smaller scale given than exported, another
+// warmup) or of more users is refused by the time its requests took,
 // where the test's length alone would pass.
-func TestImportClosedLoopWindowHoldsItsRequests(t *testing.T) {
+func TestImportClosedLoopHoldsItsRequests(t *testing.T) {
 	y, err := os.ReadFile(filepath.Join("testdata", "scenario.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	closedYAML := strings.Replace(string(y), "  open:\n    - {kind: constant, duration: 10s, rate: 200}\n", "  users: 8\n  duration: 10s\n", 1)
-	// 8 users busy 9.9 s each with requests of 39.64 ms on average; the
-	// longest iteration 120 ms. At scale 0.95 or 0.96 the test's length
-	// (12.03 s against 11.4 s or 11.52 s, plus 120 ms and 1 s) passes.
+	// 8 users busy 9.9 s each in the window with requests of 39.64 ms on
+	// average, and 1.98 s each in the warmup (all 2397 requests: 39.6507
+	// ms); the longest iteration 120 ms. At scale 0.95 or 0.96 the test's
+	// length (12.03 s against 11.4 s or 11.52 s, plus 120 ms and 1 s)
+	// passes, and so does a warmup of 1 s (11 s).
 	sum, err := fixtureWith(t, "summary-export.json", func(m map[string]any) {
 		ms := m["metrics"].(map[string]any)
 		ms["http_req_duration{phase:window}"].(map[string]any)["avg"] = 39.64
+		ms["http_req_duration"].(map[string]any)["avg"] = (1998*39.64 + 8*1980) / 2397
 		ms["iteration_duration"].(map[string]any)["max"] = 120
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		scale  float64
-		users  string
-		refuse bool
-	}{{1, "8", false}, {1.005, "8", false}, {0.95, "8", true}, {0.96, "8", true}, {1, "7", true}, {1, "4", true}, {1, "9", false}} {
-		s, err := scenario.Parse([]byte(strings.Replace(closedYAML, "users: 8", "users: "+c.users, 1)))
+		scale         float64
+		users, warmup string
+		refusedBy     string // "" to accept
+	}{
+		{1, "8", "2s", ""}, {1.005, "8", "2s", ""}, {1, "9", "2s", ""},
+		{0.95, "8", "2s", "http_req_duration{phase:window}: its 1998 requests took 1m19.201s in all (avg × count), 9.9s for each of scenario k6-fixture's 8 users, more than its 9.5s window"},
+		{0.96, "8", "2s", "http_req_duration{phase:window}: its 1998 requests took"},
+		{1, "7", "2s", "the warmup's 399 requests took 15.84s in all, 2.263s for each of scenario k6-fixture's 7 users, more than its 2s warmup"},
+		{1, "4", "2s", "the warmup's 399 requests took"},
+		{1, "8", "1s", "the warmup's 399 requests took 15.84s in all, 1.98s for each of scenario k6-fixture's 8 users, more than its 1s warmup"},
+		{1, "8", "1500ms", "more than its 1.5s warmup"},
+	} {
+		s, err := scenario.Parse([]byte(strings.Replace(strings.Replace(closedYAML, "users: 8", "users: "+c.users, 1), "warmup: 2s", "warmup: "+c.warmup, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Scale(c.scale)
 		_, err = Import(s, []*Summary{sum})
-		if refused := err != nil; refused != c.refuse ||
-			refused && !strings.Contains(err.Error(), "http_req_duration{phase:window}: its 1998 requests took") {
-			t.Errorf("scale %v, %s users: %v, want refused %v by the requests' time", c.scale, c.users, err, c.refuse)
+		if c.refusedBy == "" && err != nil || c.refusedBy != "" && (err == nil || !strings.Contains(err.Error(), c.refusedBy)) {
+			t.Errorf("scale %v, %s users, warmup %s: %v, want refused by %q", c.scale, c.users, c.warmup, err, c.refusedBy)
 		}
 	}
 }

@@ -128,8 +128,8 @@ the measured window's length and the load model. A summary that does not
 fit it is refused, naming what does not: a test that ran longer or shorter
 than the scenario's warmup and window, an open loop whose window or warmup
 holds other than the scenario's requests, requests by route that do not
-follow its route weights, a closed loop whose window's requests took longer
-than its users could spend, counts k6 could not have written, the same
+follow its route weights, a closed loop whose window's or warmup's requests
+took longer than its users could spend, counts k6 could not have written, the same
 summary given twice, an empty window, a test of 0 s.
 
 The runs are never valid, and their validity reasons say why: latency is

@@ -165,7 +165,7 @@ type Analysis struct {
 }
 
 // ImportedRun is a run imported from another tool's summary (k6): its
-// numbers are that tool's estimates, never part of the statistics.
+// numbers are that tool's, never part of the statistics.
 type ImportedRun struct {
 	Dir string `json:"dir"`
 	// Label is what ran under the imported load (an algorithm name or any
@@ -181,7 +181,7 @@ type ImportedRun struct {
 	Dropped   uint64  `json:"dropped"`
 	Goodput   Num     `json:"goodput_rps"`
 	ErrorRate Num     `json:"error_rate"`
-	// Percentiles of successes and of every request (k6's estimates).
+	// Percentiles of successes and of every request (k6's).
 	P50     Num `json:"p50_ms"`
 	P90     Num `json:"p90_ms"`
 	P99     Num `json:"p99_ms"`

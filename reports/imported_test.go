@@ -34,7 +34,9 @@ func writeImport(t *testing.T, dir, name string, marked bool) {
 }
 
 // An imported k6 run (run.json only, outside the plan) is listed in its
-// own section with its numbers and reasons and the word "estimates", and
+// own section with its numbers and its recorded reasons (an old import's
+// "trend estimates" among them, as recorded; the section's own heading
+// and columns say k6's numbers, not estimates), and
 // changes nothing else of the report: the headline, comparisons and
 // verdicts are the measured runs' alone. An import written before the
 // explicit marker (reset detail only) reads the same; a stray directory
@@ -62,11 +64,15 @@ func TestImportedRuns_OwnSectionOnly(t *testing.T) {
 	}
 	end := start + strings.Index(md[start:], "## Plots")
 	section := md[start:end]
-	for _, want := range []string{"k6's trend estimates", "coordinated omission is not corrected", "never valid",
+	for _, want := range []string{"leaves out DNS lookup and connect time", "coordinated omission is not corrected", "never valid",
 		"| nginx-rr", "198.8", "20.9", "`runs/k6-nginx-rr`", "`runs/k6-legacy`", "  - imported from k6: percentiles are k6's trend estimates"} {
 		if !strings.Contains(section, want) {
 			t.Errorf("section lacks %q:\n%s", want, section)
 		}
+	}
+	if own, _, _ := strings.Cut(section, "Why each is not valid"); strings.Contains(own, "estimate") || strings.Contains(own, "(est.)") ||
+		!strings.Contains(own, "## Imported runs (k6's numbers, not measured by prequalbench)") || !strings.Contains(own, "p99 ms (k6)") {
+		t.Errorf("the section's heading and columns should say k6's numbers, not estimates:\n%s", own)
 	}
 	if strings.Contains(md, "k6-nginx-rr is not in the campaign plan") || !strings.Contains(md, "runs/99-stray is not in the campaign plan") {
 		t.Error("the warnings should name the stray directory only")

@@ -610,17 +610,18 @@ func countTests(cs []Comparison) int {
 }
 
 // writeImported lists the runs imported from k6 in a section of their
-// own: their numbers are k6's estimates, so they stand beside the
-// measured runs, never in the headline, the comparisons or a verdict.
+// own: their numbers are k6's, not this tool's measurement, so they
+// stand beside the measured runs, never in the headline, the
+// comparisons or a verdict.
 func writeImported(w io.Writer, a *Analysis) {
 	if len(a.Imported) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "## Imported runs (k6 estimates, not measured by prequalbench)\n\n")
-	fmt.Fprintf(w, "%d run(s) imported from k6's `--summary-export` with `prequalbench k6 import`. They are listed here only: "+
+	fmt.Fprintf(w, "## Imported runs (k6's numbers, not measured by prequalbench)\n\n")
+	fmt.Fprintf(w, "%d run(s) imported from k6's summary (`--summary-export` or handleSummary) with `prequalbench k6 import`. They are listed here only: "+
 		"**never valid**, not in the headline, the comparisons, the verdicts, the shares or the plots. "+
-		"Their numbers are k6's, not this tool's measurement: the percentiles are **k6's trend estimates**, not exact HDR histograms "+
-		"(there are no histogram files); latency is timed from each request's actual send, so **coordinated omission is not corrected** "+
+		"Their numbers are k6's, not this tool's measurement: the percentiles are k6's over every sample, not this tool's HDR histograms "+
+		"(there are no histogram files); k6's latency **leaves out DNS lookup and connect time** and is timed from each request's actual send, so **coordinated omission is not corrected** "+
 		"(a stalled ingress looks faster than in the measured runs); failures are not split by class; there is no per-second series, "+
 		"send lag, CPU or state snapshot, and the reset before k6's run is unknown. Read them beside the measured runs, not against them.\n\n", len(a.Imported))
 	var rows [][]string
@@ -633,9 +634,9 @@ func writeImported(w io.Writer, a *Analysis) {
 			fmtRate(float64(r.Goodput)), fmtPct(float64(r.ErrorRate)), fmtMs(float64(r.P50)), fmtMs(float64(r.P90)),
 			fmtMs(float64(r.P99)), fmtMs(float64(r.P999)), fmtMs(float64(r.PessP99)), path.Base(r.Dir)})
 	}
-	fmt.Fprintf(w, "Window counts and k6's estimates; p50–p99.9 of successes, all p99 of every request (failures at their own duration).\n\n")
-	mdTable(w, []string{"label", "from", "model", "window s", "sent", "failed", "goodput req/s", "error rate", "p50 ms (est.)", "p90 ms (est.)",
-		"p99 ms (est.)", "p99.9 ms (est.)", "all p99 ms (est.)", "directory"}, rows, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+	fmt.Fprintf(w, "Window counts and k6's percentiles (with several k6 runners, each runner's run holds its own and the whole test's run none); p50–p99.9 of successes, all p99 of every request (failures at their own duration).\n\n")
+	mdTable(w, []string{"label", "from", "model", "window s", "sent", "failed", "goodput req/s", "error rate", "p50 ms (k6)", "p90 ms (k6)",
+		"p99 ms (k6)", "p99.9 ms (k6)", "all p99 ms (k6)", "directory"}, rows, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 	fmt.Fprintf(w, "Why each is not valid (its recorded reasons):\n\n")
 	for _, r := range a.Imported {
 		fmt.Fprintf(w, "- `%s` (%s):\n", r.Dir, cell(r.Label))

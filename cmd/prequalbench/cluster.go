@@ -69,11 +69,16 @@ ready. Running it again changes nothing.`,
 				Observability: f.observability, Revision: buildinfo.Read().Revision,
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "cluster:", s) },
 			}
+			if err := kind.CheckEngine(cmd.Context()); err != nil {
+				return err
+			}
 			if !f.skipBuild {
 				wd, _ := os.Getwd()
 				repo, err := local.FindRepo(wd)
 				if err != nil {
-					return &exitError{code: 2, err: fmt.Errorf("cluster up builds the images from the source tree: %w (or use --skip-build with --ingress-image and --backend-image)", err)}
+					return &exitError{code: 2, err: fmt.Errorf("cluster up builds the ingress and backend images from the source tree, and %s is not inside one "+
+						"(no go.mod of %s above it): run it from a checkout of the repository, or pass --skip-build with "+
+						"--ingress-image and --backend-image naming images docker already has", wd, local.ModulePath)}
 				}
 				opts.Repo = repo
 			}
@@ -108,6 +113,9 @@ func newClusterDownCommand() *cobra.Command {
 		Short: "Delete the kind cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := kind.CheckEngine(cmd.Context()); err != nil {
+				return err
+			}
 			if err := kind.Down(kind.RealDeps(), name); err != nil {
 				return err
 			}
@@ -128,6 +136,9 @@ func newClusterStatusCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "" && output != "json" && output != "text" {
 				return &exitError{code: 2, err: fmt.Errorf("-o %q: want text or json", output)}
+			}
+			if err := kind.CheckEngine(cmd.Context()); err != nil {
+				return err
 			}
 			st, err := kind.Status(cmd.Context(), kind.RealDeps(), name)
 			if err != nil {

@@ -57,3 +57,52 @@ current-context: x
 		t.Errorf("good kube flags: %v", err)
 	}
 }
+
+// fakeDocker puts a docker command that runs body first on PATH.
+func fakeDocker(t *testing.T, body string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+}
+
+// With no Docker engine, every cluster command says so plainly before
+// kind is asked (which would print `docker ps ... exit status 1`).
+func TestClusterCommandsNeedDocker(t *testing.T) {
+	fakeDocker(t, `echo "Cannot connect to the Docker daemon at unix:///nonexistent.sock. Is the docker daemon running?" >&2; exit 1`)
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+	for _, args := range [][]string{{"cluster", "up"}, {"cluster", "up", "--skip-build"}, {"cluster", "status"}, {"cluster", "down"}} {
+		code, out := runCLI(t, args...)
+		if code == 0 || !strings.Contains(out, "cannot reach a Docker engine") || !strings.Contains(out, "DOCKER_HOST=unix:///nonexistent.sock") ||
+			strings.Contains(out, "docker ps") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	if code, out := runCLI(t, "cluster", "up"); code == 0 || !strings.Contains(out, "no `docker` command on PATH") {
+		t.Errorf("cluster up without docker: exit %d\n%s", code, out)
+	}
+}
+
+// Outside the source tree, cluster up names the flags it has.
+func TestClusterUpOutsideTheTree(t *testing.T) {
+	fakeDocker(t, "echo 27.5.1")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	code, out := runCLI(t, "cluster", "up")
+	if code != 2 || !strings.Contains(out, dir+" is not inside one") || !strings.Contains(out, "--skip-build with --ingress-image and --backend-image") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	for _, flag := range []string{"--backend-bin"} {
+		if strings.Contains(out, flag) {
+			t.Errorf("suggests %s, which cluster up does not have:\n%s", flag, out)
+		}
+	}
+	for _, flag := range []string{"skip-build", "ingress-image", "backend-image"} {
+		if newClusterUpCommand().Flags().Lookup(flag) == nil {
+			t.Errorf("the message suggests --%s, which cluster up lacks", flag)
+		}
+	}
+}

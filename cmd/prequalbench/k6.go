@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/k6"
 	"github.com/prequalbench/prequalbench/loadbalancer"
-	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/spf13/cobra"
 )
 
@@ -21,7 +21,7 @@ func init() { subcommands = append(subcommands, newK6Command) }
 func newK6Command() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "k6",
-		Short: "Export a scenario's load as a k6 script; import a k6 summary as a run (estimates, clearly marked)",
+		Short: "Export a scenario's load as a k6 script; import k6 summaries as runs (k6's numbers, clearly marked)",
 	}
 	c.AddCommand(newK6ExportCommand(), newK6ImportCommand())
 	return c
@@ -31,10 +31,14 @@ func newK6Command() *cobra.Command {
 const k6ExportLong = `Write a k6 script reproducing a scenario's load: the warmup and each open-loop
 phase as a k6 scenario (constant-arrival-rate, ramping-arrival-rate with
 instant jumps for steps and bursts; constant-vus for a closed loop), back to
-back, requests picked by route weight with the route's Host header. Run it
-with: k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js
-and import the summary with: prequalbench k6 import summary.json --algorithm
-LABEL --scenario SCENARIO [--duration-scale F].`
+back, requests picked by route weight with the route's Host header and
+tagged with its name (tag "route"). k6 refuses a constant executor under
+1 s, so a --duration-scale that makes one shorter is refused here, with
+the smallest scale that works. Run the script with:
+  k6 run --summary-export summary.json -e BASE_URL=http://INGRESS script.js
+(or keep what handleSummary() is given as JSON; for N runners add k6's
+--execution-segment) and import the summary with:
+  prequalbench k6 import summary.json --algorithm LABEL --scenario SCENARIO [--duration-scale F]`
 
 // k6ExportFlags are the export's flags, shared by both spellings.
 type k6ExportFlags struct {
@@ -63,7 +67,12 @@ func (f *k6ExportFlags) export(cmd *cobra.Command, name string) error {
 		defer file.Close()
 		w = file
 	}
-	return k6.Export(w, s, f.base)
+	err = k6.Export(w, s, f.base)
+	var short *k6.ShortExecutorError
+	if errors.As(err, &short) {
+		return badInput(fmt.Errorf("%w (--duration-scale %g or more)", err, math.Ceil(100*f.scale*float64(k6.MinExecutorDuration)/float64(short.Duration)-1e-9)/100))
+	}
+	return err
 }
 
 func newK6ExportCommand() *cobra.Command {
@@ -105,75 +114,103 @@ func newK6ImportCommand() *cobra.Command {
 	var algorithm, scen, out string
 	var scale float64
 	c := &cobra.Command{
-		Use:   "import SUMMARY.json",
-		Short: "Read k6's --summary-export of an exported script into a run.json (never valid: k6 gives estimates)",
-		Long: `Read the --summary-export JSON of a script written by "campaign export --k6"
-(or "k6 export") into this tool's run accounting (run.json). What k6's
-summary cannot carry is said in
-the run's validity reasons, and the run is never valid: percentiles are
-k6's trend estimates (no HDR histogram), latency runs from the actual send
-(coordinated omission not corrected), failures are not split by class.
+		Use:   "import SUMMARY.json [SUMMARY.json...]",
+		Short: "Read k6's summary of an exported script into run.json files (never valid: k6's numbers, not this tool's)",
+		Long: `Read what k6 wrote at the end of a run of a script from "k6 export": its
+--summary-export JSON, or the data object handleSummary() is given, as JSON.
+Give one summary, or one per runner when k6's --execution-segment split the
+load over several: their counts are summed exactly, and each runner's
+percentiles are kept in a run of its own (runs/k6-LABEL-runnerI), since k6's
+summaries cannot be merged; the whole test's run then has none.
+
 --scenario (with the --duration-scale the script was exported with) gives
-the measured window's length and the load model, open or closed with its
-users; without it the window is k6's whole test time. A summary whose test
-ran far longer or shorter than that scenario's warmup and window is
-refused.`,
-		Args: cobra.ExactArgs(1),
+the measured window's length and the load model. A summary that does not
+fit it is refused, naming what does not: a test that ran longer or shorter
+than the scenario's warmup and window, an open loop whose window or warmup
+holds other than the scenario's requests, requests by route that do not
+follow its route weights, a closed loop whose window's or warmup's requests
+took longer than its users could spend, counts k6 could not have written, the same
+summary given twice, an empty window, a test of 0 s.
+
+The runs are never valid, and their validity reasons say why: latency is
+k6's http_req_duration, timed from the actual send (coordinated omission not
+corrected) and leaving out DNS and connect time; failures are not split by
+class; there are no histograms or per-second series.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := loadbalancer.Canonical(algorithm)
 			if err != nil {
 				a = algorithm // another ingress's name: kept as given
 			}
-			var s *scenario.Scenario
-			switch {
-			case scen != "":
-				if s, err = lookupScaled(scen, scale); err != nil {
-					return err
+			s, err := lookupScaled(scen, scale)
+			if err != nil {
+				return err
+			}
+			var sums []*k6.Summary
+			for _, name := range args {
+				f, err := os.Open(name)
+				if err != nil {
+					return badInput(err)
 				}
-			case cmd.Flags().Changed("duration-scale"):
-				return badInput(errors.New("--duration-scale: only with --scenario (the scenario the script was exported from)"))
+				sum, err := k6.ParseSummary(filepath.Base(name), f)
+				f.Close()
+				if err != nil {
+					return badInput(err)
+				}
+				sums = append(sums, sum)
 			}
-			f, err := os.Open(args[0])
+			res, err := k6.Import(s, sums)
 			if err != nil {
 				return badInput(err)
 			}
-			defer f.Close()
-			l, reasons, err := k6.Import(f, s)
-			if err != nil {
-				return badInput(err)
-			}
-			run := k6.Run(a, l, reasons)
+			runs := res.Runs(a)
 			if out != "" {
-				dir := filepath.Join(out, filepath.FromSlash(run.Dir))
-				file := filepath.Join(dir, artifacts.RunFile)
-				if _, err := os.Stat(file); err == nil {
-					return badInput(fmt.Errorf("%s exists: remove it to import again", file))
+				for _, run := range runs {
+					file := filepath.Join(out, filepath.FromSlash(run.Dir), artifacts.RunFile)
+					if _, err := os.Stat(file); err == nil {
+						return badInput(fmt.Errorf("%s exists: remove it to import again", file))
+					}
 				}
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return err
+				for _, run := range runs {
+					dir := filepath.Join(out, filepath.FromSlash(run.Dir))
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						return err
+					}
+					if err := artifacts.WriteJSON(filepath.Join(dir, artifacts.RunFile), run); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(dir, artifacts.RunFile))
 				}
-				if err := artifacts.WriteJSON(file, run); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(dir, artifacts.RunFile))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "k6 import (%s): %d sent, %d failed, goodput %.1f/s, p50 %.1f ms, p99 %.1f ms (k6 estimates)\n",
-				a, l.Sent, l.Errors, l.Goodput, l.P50, l.P99)
-			for _, r := range reasons {
+			for _, run := range runs {
+				l := run.Load
+				p := "no percentiles (each runner's are in its own run)"
+				if l.Success.Count > 0 {
+					p = fmt.Sprintf("p50 %.1f ms, p99 %.1f ms", l.P50, l.P99)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "k6 import (%s): %d sent, %d failed, goodput %.1f/s over %v, %s (k6's numbers, not measured here)\n",
+					run.Algorithm, l.Sent, l.Errors, l.Goodput, l.Duration, p)
+			}
+			for _, r := range runs[0].Validity.Reasons {
 				fmt.Fprintln(cmd.OutOrStdout(), "  -", r)
 			}
 			if out == "" {
 				e := json.NewEncoder(cmd.OutOrStdout())
 				e.SetIndent("", "  ")
-				return e.Encode(run)
+				for _, run := range runs {
+					if err := e.Encode(run); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&algorithm, "algorithm", "", "what ran under the k6 load (an algorithm name, or any label)")
-	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario, for the measured window's length and the load model")
+	c.Flags().StringVar(&scen, "scenario", "", "the exported scenario (catalogue name or YAML file), for the measured window's length and the load model")
 	c.Flags().Float64Var(&scale, "duration-scale", 1, "the --duration-scale the script was exported with")
-	c.Flags().StringVar(&out, "out", "", "write runs/k6-ALGORITHM/run.json under this directory, e.g. a campaign's, whose report then lists it in its own section of k6 estimates, outside every statistic (default: print it)")
+	c.Flags().StringVar(&out, "out", "", "write runs/k6-ALGORITHM/run.json (and one per runner) under this directory, e.g. a campaign's, whose report then lists them in their own section, outside every statistic (default: print them)")
 	_ = c.MarkFlagRequired("algorithm")
+	_ = c.MarkFlagRequired("scenario")
 	return c
 }

@@ -403,6 +403,17 @@ pub fn parse_simple(buf: &[u8]) -> Option<(Request, usize)> {
     no_body.then_some((req, next))
 }
 
+/// Whether `buf` holds a whole request head (after any stray line breaks),
+/// or more bytes than a head may have: either way read_request can judge
+/// it now. Until then a connection needs no thread.
+pub fn head_complete(buf: &[u8]) -> bool {
+    let stray = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    buf.len() - stray > MAX_HEADER_BYTES || find_header_end(&buf[stray..], 0).is_some()
+}
+
 /// (end of the header text, start of the body): the header block ends at the
 /// first empty line, CRLF or bare LF. The search starts at `from` (bytes
 /// before it were searched already).

@@ -246,14 +246,18 @@ impl App {
 
     pub fn stats_json(&self) -> String {
         let g = self.gate.stats();
+        let (shed, refused) = self.conns.shed_refused();
         format!(
-            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{}}}",
+            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{},\"connections\":{},\"connections_shed\":{},\"connections_refused\":{}}}",
             self.rif.load(Ordering::SeqCst),
             g.queued,
             self.served.load(Ordering::SeqCst),
             g.rejected,
             g.max_queue,
-            g.capacity.unwrap_or(0)
+            g.capacity.unwrap_or(0),
+            self.conns.open(),
+            shed,
+            refused
         )
     }
 
@@ -748,12 +752,12 @@ mod tests {
         let (_, stats) = call(&a, &req("GET", "/stats", ""));
         assert_eq!(
             stats,
-            "{\"in_flight\":0,\"queued\":0,\"served\":1,\"rejected\":1,\"max_queue\":0,\"capacity\":1}"
+            "{\"in_flight\":0,\"queued\":0,\"served\":1,\"rejected\":1,\"max_queue\":0,\"capacity\":1,\"connections\":0,\"connections_shed\":0,\"connections_refused\":0}"
         );
         let (_, after) = call(&a, &req("POST", "/reset", ""));
         assert_eq!(
             after,
-            "{\"in_flight\":0,\"queued\":0,\"served\":0,\"rejected\":0,\"max_queue\":0,\"capacity\":1}"
+            "{\"in_flight\":0,\"queued\":0,\"served\":0,\"rejected\":0,\"max_queue\":0,\"capacity\":1,\"connections\":0,\"connections_shed\":0,\"connections_refused\":0}"
         );
     }
 

@@ -261,22 +261,32 @@ impl Reactor {
     /// at the cap. A connection whose request is in service or queued, or
     /// on a worker, is not a candidate. False when there is none. O(n) in
     /// parked connections, and only at the cap.
+    ///
+    /// One with bytes in its socket that the reactor has not read yet is
+    /// passed over: a request is arriving on it (a pooled keep-alive
+    /// connection just reused by an ingress or load generator). Closing it
+    /// would reset that request, which a client may not replay (a POST),
+    /// and the benchmark would charge the error to the policy.
     pub fn shed_oldest(&self) -> bool {
         let mut p = self.lock();
-        let oldest = p
+        let mut order: Vec<(bool, Instant, u64)> = p
             .conns
             .iter()
             .filter(|(_, e)| e.busy.is_none())
-            .min_by_key(|(_, e)| (e.closing.is_none(), e.idle_since))
-            .map(|(t, _)| *t);
-        match oldest {
-            // Dropping it closes the descriptor and releases its slot.
-            Some(token) => {
+            .map(|(t, e)| (e.closing.is_none(), e.idle_since, *t))
+            .collect();
+        order.sort_unstable();
+        for (_, _, token) in order {
+            let arriving = p.conns.get(&token).is_some_and(|e| {
+                e.closing.is_none() && matches!(e.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0)
+            });
+            if !arriving {
+                // Dropping it closes the descriptor and releases its slot.
                 drop(p.conns.remove(&token));
-                true
+                return true;
             }
-            None => false,
         }
+        false
     }
 
     /// The reactor thread: waits for parked connections to become readable,
@@ -742,5 +752,63 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
         if let Some(next) = next {
             return next;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::net::TcpListener;
+
+    /// Whether the server side of `c` was closed (EOF or reset).
+    fn closed(c: &mut TcpStream) -> bool {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        !matches!(c.read(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock)
+    }
+
+    #[test]
+    fn shedding_passes_over_a_connection_whose_request_is_arriving() {
+        let app = Arc::new(App::new(Config::default()));
+        let r = Reactor::new().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut pooled = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (pooled_srv, _) = l.accept().unwrap();
+        let mut newer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (newer_srv, _) = l.accept().unwrap();
+        let t0 = Instant::now();
+        let slot = || ConnSlot::take(app.clone());
+        assert!(r.park(&app, pooled_srv, slot(), t0, true).is_ok());
+        assert!(r
+            .park(&app, newer_srv, slot(), t0 + Duration::from_secs(1), true)
+            .is_ok());
+        // The pool reuses its oldest connection: the request is in the
+        // socket, not yet read by the reactor (which is not running here).
+        write!(
+            pooled,
+            "POST /work HTTP/1.1\r\nContent-Length: 2\r\n\r\n{{}}"
+        )
+        .unwrap();
+        let arrived = Instant::now();
+        while r
+            .lock()
+            .conns
+            .values()
+            .all(|e| !matches!(e.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0))
+        {
+            assert!(arrived.elapsed() < Duration::from_secs(10), "never arrived");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(r.shed_oldest(), "the newer idle connection is shed");
+        assert!(closed(&mut newer));
+        pooled.set_nonblocking(true).unwrap();
+        assert!(
+            matches!(pooled.read(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock),
+            "the connection carrying a request must stay open"
+        );
+        assert_eq!(app.conns.open(), 1);
+        // Nothing else to shed: the arriving request is not cut off.
+        assert!(!r.shed_oldest());
+        assert_eq!(app.conns.open(), 1);
     }
 }

@@ -437,3 +437,76 @@ fn sleep_subcommand_for_the_prestop_hook() {
         );
     }
 }
+
+/// The /stats body, on a kept-alive connection.
+fn stats(c: &mut TcpStream) -> String {
+    request(c, "GET /stats HTTP/1.1\r\n\r\n")
+}
+
+/// Issue 28: a client that disconnects while its request waits in the
+/// queue frees the queue slot (so the next request is queued, not refused)
+/// within 100 ms, both for a GET served on the reactor and for a POST with
+/// a body on a worker thread. A request in service keeps its slot until
+/// its service time is over: work once started is not abandoned. The
+/// measured times are printed (--nocapture); the pass/fail deadline is a
+/// generous 2 s.
+#[test]
+fn a_queued_request_whose_client_leaves_frees_its_queue_slot() {
+    let b = Backend::start(&[
+        "--concurrency",
+        "1",
+        "--queue-limit",
+        "1",
+        "--service-time",
+        "3s",
+    ]);
+    let mut st = b.connect();
+    let mut held = b.connect();
+    held.write_all(b"GET /work HTTP/1.1\r\n\r\n").unwrap();
+    wait_until("one in service", || {
+        stats(&mut st).contains("\"in_flight\":1,")
+    });
+    for (path, raw) in [
+        ("reactor", "GET /work HTTP/1.1\r\n\r\n"),
+        (
+            "worker",
+            "POST /work HTTP/1.1\r\nContent-Length: 19\r\n\r\n{\"iterations\":1000}",
+        ),
+    ] {
+        let mut queued = b.connect();
+        queued.write_all(raw.as_bytes()).unwrap();
+        wait_until("one queued", || stats(&mut st).contains("\"queued\":1,"));
+        let refused = request(&mut b.connect(), "GET /work HTTP/1.1\r\n\r\n");
+        assert!(
+            refused.starts_with("HTTP/1.1 503"),
+            "queue full: {refused:?}"
+        );
+        let t = Instant::now();
+        drop(queued);
+        while !stats(&mut st).contains("\"in_flight\":1,\"queued\":0,") {
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{path}: the queue slot not freed within 2 s"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        let freed = t.elapsed();
+        eprintln!(
+            "{path}: queue slot freed {:.1} ms after the client closed",
+            freed.as_secs_f64() * 1e3
+        );
+        // The freed place takes the next request.
+        let mut next = b.connect();
+        next.write_all(b"GET /work HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("next queued", || stats(&mut st).contains("\"queued\":1,"));
+        drop(next);
+        wait_until("next gone", || stats(&mut st).contains("\"queued\":0,"));
+    }
+    // The client in service leaves: its slot stays taken until the work ends.
+    drop(held);
+    thread::sleep(Duration::from_millis(200));
+    assert!(stats(&mut st).contains("\"in_flight\":1,\"queued\":0,"));
+    wait_until("the work done", || {
+        stats(&mut st).contains("\"in_flight\":0,")
+    });
+}

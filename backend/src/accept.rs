@@ -154,6 +154,25 @@ impl ConnSlot {
         drop(open);
         ConnSlot { app, reserve }
     }
+
+    /// Moves a reserve connection to a normal slot when the cap has room
+    /// again; true when it is (now) a normal one. A connection taken into
+    /// the reserve during a burst is kept in a client's pool afterwards: it
+    /// must not answer that client's later requests 503 for good.
+    pub fn promote(&mut self) -> bool {
+        if !self.reserve {
+            return true;
+        }
+        let conns = &self.app.conns;
+        let open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
+        let normal = open.saturating_sub(conns.reserve_open.load(Ordering::SeqCst));
+        if normal < self.app.cfg.max_connections {
+            conns.reserve_open.fetch_sub(1, Ordering::SeqCst);
+            self.reserve = false;
+        }
+        drop(open);
+        !self.reserve
+    }
 }
 
 impl Drop for ConnSlot {
@@ -624,9 +643,19 @@ mod tests {
         let out = String::from_utf8_lossy(&out);
         assert!(out.starts_with("HTTP/1.1 503"), "{out:?}");
         assert!(out.contains("Connection: close"), "{out:?}");
+        let mut pooled = srv.connect();
+        assert!(get(&mut pooled, "/healthz").starts_with("HTTP/1.1 200"));
         assert!(read_responses(&mut busy, 1).starts_with("HTTP/1.1 200"));
+        // The burst is over: a reserve connection kept in a client's pool
+        // is served /work again, not refused for the rest of its life.
+        drop(busy);
+        wait_until("only the pooled one open", || srv.app.conns.open() == 1);
+        write!(pooled, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        let out = read_responses(&mut pooled, 1);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+        assert!(get(&mut pooled, "/healthz").starts_with("HTTP/1.1 200"));
         assert_eq!(srv.app.conns.spawned(), 0);
-        assert_eq!(srv.app.conns.shed_refused(), (0, 0));
+        assert_eq!(srv.app.conns.shed_refused().1, 0);
         drop(srv);
 
         // Without a reserve the newcomer is closed at once.

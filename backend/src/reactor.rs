@@ -480,10 +480,12 @@ impl Reactor {
     }
 
     fn settle(&self, p: &mut Parked, token: u64, next: Next, handoffs: &mut Vec<Handoff>) {
-        // A reserve connection never gets a thread: it was taken because
-        // every other one was busy.
-        let next = match (next, p.conns.get(&token)) {
-            (Next::Worker(pending, _), Some(e)) if e.slot.reserve => {
+        // A reserve connection gets no thread while the cap is full: it
+        // was taken because every other one was busy.
+        let stays_reserve = matches!(next, Next::Worker(..))
+            && p.conns.get_mut(&token).is_some_and(|e| !e.slot.promote());
+        let next = match next {
+            Next::Worker(pending, _) if stays_reserve => {
                 if pending.is_empty() {
                     Next::Linger(error_answer(
                         503,
@@ -493,7 +495,7 @@ impl Reactor {
                     Next::Close
                 }
             }
-            (next, _) => next,
+            next => next,
         };
         match next {
             Next::Linger(out) => {
@@ -700,7 +702,7 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
         let Some((req, used)) = parse_simple(&e.buf) else {
             return Next::Worker(Vec::new(), false);
         };
-        if e.slot.reserve && !app.serves_inline(&req) {
+        if !app.serves_inline(&req) && !e.slot.promote() {
             return Next::Worker(Vec::new(), false); // 503 in settle
         }
         let head = req.method == "HEAD";

@@ -81,6 +81,11 @@ impl Conns {
         )
     }
 
+    /// Whether the connections outside the probe reserve reach `cap`.
+    pub fn at_cap(&self, cap: usize) -> bool {
+        self.normal_open() >= cap
+    }
+
     /// Open connections outside the probe reserve.
     fn normal_open(&self) -> usize {
         self.open()

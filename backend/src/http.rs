@@ -143,6 +143,11 @@ impl<S: Read + Write> Conn<S> {
         (self.stream, self.buf)
     }
 
+    /// Bytes read from the stream and not yet consumed by a request.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Reads more bytes. Read timeouts on the stream surface as WouldBlock or
     /// TimedOut; `idle_stop` is asked then whether to give up (shutdown, idle
     /// timeout), but only between requests. A started request must be complete

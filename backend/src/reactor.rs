@@ -262,31 +262,51 @@ impl Reactor {
     /// on a worker, is not a candidate. False when there is none. O(n) in
     /// parked connections, and only at the cap.
     ///
-    /// One with bytes in its socket that the reactor has not read yet is
-    /// passed over: a request is arriving on it (a pooled keep-alive
-    /// connection just reused by an ingress or load generator). Closing it
-    /// would reset that request, which a client may not replay (a POST),
-    /// and the benchmark would charge the error to the policy.
+    /// A kept-alive connection (one request served) with no request bytes
+    /// buffered but some in its socket that the reactor has not read yet
+    /// is passed over: a request is arriving on it (a pooled connection
+    /// just reused by an ingress or load generator). Closing it would reset
+    /// that request, which a client may not replay (a POST), and the
+    /// benchmark would charge the error to the policy. New connections and
+    /// ones holding part of a head keep their place in the order, so a
+    /// flood of drips cannot shelter behind this.
     pub fn shed_oldest(&self) -> bool {
         let mut p = self.lock();
-        let mut order: Vec<(bool, Instant, u64)> = p
-            .conns
-            .iter()
-            .filter(|(_, e)| e.busy.is_none())
-            .map(|(t, e)| (e.closing.is_none(), e.idle_since, *t))
-            .collect();
-        order.sort_unstable();
-        for (_, _, token) in order {
-            let arriving = p.conns.get(&token).is_some_and(|e| {
-                e.closing.is_none() && matches!(e.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0)
-            });
-            if !arriving {
-                // Dropping it closes the descriptor and releases its slot.
+        let key = |e: &Entry| (e.closing.is_none(), e.idle_since);
+        let arriving = |e: &Entry| {
+            e.closing.is_none()
+                && e.served
+                && e.buf.is_empty()
+                && matches!(e.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0)
+        };
+        let candidates = p.conns.iter().filter(|(_, e)| e.busy.is_none());
+        let Some((&first, e)) = candidates.min_by_key(|(_, e)| key(e)) else {
+            return false;
+        };
+        let victim = if !arriving(e) {
+            Some(first)
+        } else {
+            // Rare: the next oldest, in order, that is not arriving either.
+            let mut order: Vec<_> = p
+                .conns
+                .iter()
+                .filter(|(_, e)| e.busy.is_none())
+                .map(|(t, e)| (key(e), *t))
+                .collect();
+            order.sort_unstable();
+            order
+                .into_iter()
+                .map(|(_, t)| t)
+                .find(|t| !arriving(&p.conns[t]))
+        };
+        match victim {
+            // Dropping it closes the descriptor and releases its slot.
+            Some(token) => {
                 drop(p.conns.remove(&token));
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// The reactor thread: waits for parked connections to become readable,

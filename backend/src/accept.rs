@@ -3,15 +3,17 @@
 //! reused (so threads never outnumber the cap, even while some exit), and
 //! the end of the server (close the listener, drain).
 //!
-//! Excess connections wait in the listen backlog: the loop does not accept
-//! while the cap is reached. The alternative, accepting and answering 503,
-//! would need a write and a lingering close on the accept path, and closing
-//! a socket whose request was not read sends a TCP reset that can destroy
-//! the 503 before the client reads it. Waiting costs no thread, and idle,
-//! stalled or dripping connections give their slot back within bounded time
-//! (request, idle, write and hang deadlines); busy keep-alive connections
-//! keep theirs. The backlog is raised to the kernel's maximum (net.core.somaxconn); beyond
-//! it the kernel drops SYNs and clients retry.
+//! At the cap (Linux, with the reactor) a new connection is accepted and
+//! the parked connection that has waited longest for a request is closed
+//! to make room, as the ingress does: waiting in the listen backlog let a
+//! flood of idle sockets lock every new client out for the idle timeout,
+//! probes included, which a benchmark would mistake for a slow replica.
+//! When no connection can be shed (every one has a request in service or
+//! on a worker) the newcomer takes one of `--probe-reserve` extra slots,
+//! served probes, health and stats on the reactor only (503 for anything
+//! else), so a replica's state stays readable; with those gone too it is
+//! closed at once. Without the reactor excess connections wait in the
+//! backlog, raised to the kernel's maximum (net.core.somaxconn).
 
 #[cfg(target_os = "linux")]
 use crate::reactor::Reactor;
@@ -37,6 +39,11 @@ pub struct Conns {
     peak: AtomicUsize,
     /// Worker threads started since start (for tests).
     spawned: AtomicUsize,
+    /// Open connections in the probe reserve (counted in `open` too).
+    reserve_open: AtomicUsize,
+    /// Connections shed at the cap, and new ones closed at once.
+    shed: AtomicUsize,
+    refused: AtomicUsize,
 }
 
 impl Conns {
@@ -46,6 +53,9 @@ impl Conns {
             changed: Condvar::new(),
             peak: AtomicUsize::new(0),
             spawned: AtomicUsize::new(0),
+            reserve_open: AtomicUsize::new(0),
+            shed: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
         }
     }
 
@@ -61,6 +71,25 @@ impl Conns {
     #[cfg(test)]
     pub fn spawned(&self) -> usize {
         self.spawned.load(Ordering::SeqCst)
+    }
+
+    /// Connections shed at the cap and refused since start.
+    pub fn shed_refused(&self) -> (usize, usize) {
+        (
+            self.shed.load(Ordering::SeqCst),
+            self.refused.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Whether the connections outside the probe reserve reach `cap`.
+    pub fn at_cap(&self, cap: usize) -> bool {
+        self.normal_open() >= cap
+    }
+
+    /// Open connections outside the probe reserve.
+    fn normal_open(&self) -> usize {
+        self.open()
+            .saturating_sub(self.reserve_open.load(Ordering::SeqCst))
     }
 
     /// Wakes every waiter (shutdown).
@@ -111,15 +140,43 @@ impl Conns {
 /// drain timeout).
 pub struct ConnSlot {
     app: Arc<App>,
+    /// One of the --probe-reserve slots: served on the reactor only.
+    pub reserve: bool,
 }
 
 impl ConnSlot {
     pub fn take(app: Arc<App>) -> ConnSlot {
+        ConnSlot::take_kind(app, false)
+    }
+
+    fn take_kind(app: Arc<App>, reserve: bool) -> ConnSlot {
         let mut open = app.conns.open.lock().unwrap_or_else(|e| e.into_inner());
         *open += 1;
+        if reserve {
+            app.conns.reserve_open.fetch_add(1, Ordering::SeqCst);
+        }
         app.conns.peak.fetch_max(*open, Ordering::SeqCst);
         drop(open);
-        ConnSlot { app }
+        ConnSlot { app, reserve }
+    }
+
+    /// Moves a reserve connection to a normal slot when the cap has room
+    /// again; true when it is (now) a normal one. A connection taken into
+    /// the reserve during a burst is kept in a client's pool afterwards: it
+    /// must not answer that client's later requests 503 for good.
+    pub fn promote(&mut self) -> bool {
+        if !self.reserve {
+            return true;
+        }
+        let conns = &self.app.conns;
+        let open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
+        let normal = open.saturating_sub(conns.reserve_open.load(Ordering::SeqCst));
+        if normal < self.app.cfg.max_connections {
+            conns.reserve_open.fetch_sub(1, Ordering::SeqCst);
+            self.reserve = false;
+        }
+        drop(open);
+        !self.reserve
     }
 }
 
@@ -128,6 +185,9 @@ impl Drop for ConnSlot {
         let conns = &self.app.conns;
         let mut open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
         *open -= 1;
+        if self.reserve {
+            conns.reserve_open.fetch_sub(1, Ordering::SeqCst);
+        }
         conns.changed.notify_all();
     }
 }
@@ -142,7 +202,8 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
     #[cfg(target_os = "linux")]
     start_reactor(app, &pool);
     loop {
-        if !app.conns.wait_below(cap, &|| app.shutting_down()) {
+        // Without the reactor nothing can be shed: wait in the backlog.
+        if pool.reactor().is_none() && !app.conns.wait_below(cap, &|| app.shutting_down()) {
             break;
         }
         let stream = match listener.accept() {
@@ -151,7 +212,11 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
                 if app.shutting_down() {
                     break;
                 }
-                // Out of file descriptors and the like: back off, keep serving.
+                // Out of file descriptors (EMFILE, ENFILE): free one by
+                // shedding, else back off; keep serving either way.
+                if matches!(e.raw_os_error(), Some(23 | 24)) && pool.shed_oldest(app) {
+                    continue;
+                }
                 eprintln!("prequal-backend: accept: {e}");
                 thread::sleep(Duration::from_millis(10));
                 continue;
@@ -161,7 +226,12 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
         // gets an answer (our own wake-up connection just closes). It waits
         // for its first request in the reactor, without a thread.
         let _ = stream.set_nodelay(true);
-        pool.park_or_dispatch(app, stream, ConnSlot::take(app.clone()));
+        let Some(slot) = pool.admit(app) else {
+            app.conns.refused.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+            continue;
+        };
+        pool.park_or_dispatch(app, stream, slot);
         if app.shutting_down() {
             break;
         }
@@ -234,12 +304,41 @@ impl Pool {
         None
     }
 
+    /// Closes the parked connection waiting longest for a request; false
+    /// when there is none (or no reactor).
+    fn shed_oldest(&self, app: &App) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(r) = self.reactor() {
+            if r.shed_oldest() {
+                app.conns.shed.fetch_add(1, Ordering::SeqCst);
+                return true;
+            }
+        }
+        let _ = app;
+        false
+    }
+
+    /// A slot for a new connection: a normal one below the cap or after
+    /// shedding the oldest waiting connection, else one of the probe
+    /// reserve; None when all are taken by connections with requests.
+    fn admit(&self, app: &Arc<App>) -> Option<ConnSlot> {
+        let cfg = &app.cfg;
+        if self.reactor().is_none() || app.conns.normal_open() < cfg.max_connections {
+            return Some(ConnSlot::take(app.clone()));
+        }
+        if self.shed_oldest(app) && app.conns.normal_open() < cfg.max_connections {
+            return Some(ConnSlot::take(app.clone()));
+        }
+        (app.conns.reserve_open.load(Ordering::SeqCst) < cfg.probe_reserve)
+            .then(|| ConnSlot::take_kind(app.clone(), true))
+    }
+
     /// Parks an idle connection in the reactor, or gives it to a worker when
     /// there is none or it refuses (shutdown).
     fn park_or_dispatch(self: &Arc<Pool>, app: &App, stream: TcpStream, slot: ConnSlot) {
         #[cfg(target_os = "linux")]
         let (stream, slot) = match self.reactor() {
-            Some(r) => match r.park(app, stream, slot, Instant::now()) {
+            Some(r) => match r.park(app, stream, slot, Instant::now(), false) {
                 Ok(()) => return,
                 Err(back) => back,
             },
@@ -320,7 +419,7 @@ impl Pool {
             while let Some(stream) = back.take() {
                 #[cfg(target_os = "linux")]
                 if let (Some(r), Some(s)) = (self.reactor(), slot.take()) {
-                    match r.park(&app, stream, s, Instant::now()) {
+                    match r.park(&app, stream, s, Instant::now(), true) {
                         Ok(()) => break,
                         Err((stream, s)) => {
                             // Refused (shutdown): serve it here to the end.
@@ -491,41 +590,133 @@ mod tests {
         assert!(out.contains("Connection: close"), "{out:?}");
     }
 
+    /// Whether the server closed `s` (EOF or reset) within its read timeout.
+    fn closed(s: &mut TcpStream) -> bool {
+        let mut out = Vec::new();
+        read_to_eof(s, &mut out) && out.is_empty()
+    }
+
     #[test]
-    fn connections_over_the_cap_wait_in_the_backlog() {
-        let srv = Server::start(&["--max-connections", "2"]);
-        let mut first = srv.connect();
-        let mut second = srv.connect();
-        assert!(get(&mut first, "/healthz").starts_with("HTTP/1.1 200"));
-        assert!(get(&mut second, "/healthz").starts_with("HTTP/1.1 200"));
-        // Connects succeed (the kernel completes them) but are not served.
-        let mut waiting: Vec<TcpStream> = (0..3).map(|_| srv.connect()).collect();
-        for w in &mut waiting {
-            write!(w, "GET /healthz HTTP/1.1\r\n\r\n").unwrap();
-            w.set_nonblocking(true).unwrap();
+    fn at_the_cap_the_connection_waiting_longest_is_shed() {
+        let srv = Server::start(&["--max-connections", "2", "--probe-reserve", "0"]);
+        let mut answered = srv.connect();
+        assert!(get(&mut answered, "/healthz").starts_with("HTTP/1.1 200"));
+        let mut silent = srv.connect();
+        wait_until("both counted", || srv.app.conns.open() == 2);
+        // The cap is reached: a newcomer is served at once (it used to wait
+        // in the backlog until a connection went), and the connection idle
+        // longest makes room for it.
+        let mut third = srv.connect();
+        assert!(get(&mut third, "/prequal/probe").starts_with("HTTP/1.1 200"));
+        assert!(closed(&mut answered), "the oldest idle connection is shed");
+        // Next in line: the silent one (third was answered after it).
+        let mut fourth = srv.connect();
+        assert!(get(&mut fourth, "/healthz").starts_with("HTTP/1.1 200"));
+        assert!(closed(&mut silent));
+        assert!(get(&mut third, "/healthz").starts_with("HTTP/1.1 200"));
+        assert_eq!(srv.app.conns.shed_refused(), (2, 0));
+        assert!(srv.app.conns.peak() <= 3, "peak {}", srv.app.conns.peak());
+        assert_eq!(srv.app.conns.spawned(), 0);
+    }
+
+    #[test]
+    fn the_probe_reserve_serves_probes_when_nothing_can_be_shed() {
+        // Both connections in a request that holds them: nothing to shed.
+        let args = [
+            "--max-connections",
+            "1",
+            "--concurrency",
+            "1",
+            "--service-time",
+            "1s",
+        ];
+        let srv = Server::start(&[&args[..], &["--probe-reserve", "1"]].concat());
+        let mut busy = srv.connect();
+        write!(busy, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("the work in service", || {
+            srv.app.stats_json().contains("\"in_flight\":1")
+        });
+        let mut spare = srv.connect();
+        let out = get(&mut spare, "/prequal/probe");
+        assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+        assert!(out.contains("\"rif\":1"), "the replica's state: {out:?}");
+        assert!(get(&mut spare, "/stats").starts_with("HTTP/1.1 200"));
+        // Anything that would need a thread: 503, then close.
+        write!(spare, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        assert!(read_to_eof(&mut spare, &mut out));
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 503"), "{out:?}");
+        assert!(out.contains("Connection: close"), "{out:?}");
+        let mut pooled = srv.connect();
+        assert!(get(&mut pooled, "/healthz").starts_with("HTTP/1.1 200"));
+        assert!(read_responses(&mut busy, 1).starts_with("HTTP/1.1 200"));
+        // The burst is over: a reserve connection kept in a client's pool
+        // is served /work again, not refused for the rest of its life.
+        drop(busy);
+        wait_until("only the pooled one open", || srv.app.conns.open() == 1);
+        write!(pooled, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        let out = read_responses(&mut pooled, 1);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+        assert!(get(&mut pooled, "/healthz").starts_with("HTTP/1.1 200"));
+        assert_eq!(srv.app.conns.spawned(), 0);
+        assert_eq!(srv.app.conns.shed_refused().1, 0);
+        drop(srv);
+
+        // Without a reserve the newcomer is closed at once.
+        let srv = Server::start(&[&args[..], &["--probe-reserve", "0"]].concat());
+        let mut busy = srv.connect();
+        write!(busy, "GET /work HTTP/1.1\r\n\r\n").unwrap();
+        wait_until("the work in service", || {
+            srv.app.stats_json().contains("\"in_flight\":1")
+        });
+        let mut late = srv.connect();
+        let _ = write!(late, "GET /prequal/probe HTTP/1.1\r\n\r\n");
+        assert!(closed(&mut late));
+        assert_eq!(srv.app.conns.shed_refused(), (0, 1));
+        assert!(read_responses(&mut busy, 1).starts_with("HTTP/1.1 200"));
+    }
+
+    #[test]
+    fn a_new_connection_has_the_first_request_timeout_to_send_its_head() {
+        let srv = Server::start(&["--first-request-timeout", "300ms", "--idle-timeout", "60s"]);
+        let mut silent = srv.connect();
+        let mut partial = srv.connect();
+        write!(partial, "GET /healthz HTTP/1.1\r\nX-A: ").unwrap();
+        let mut kept = srv.connect();
+        assert!(get(&mut kept, "/healthz").starts_with("HTTP/1.1 200"));
+        let t = Instant::now();
+        assert!(closed(&mut silent), "closed without a word");
+        let mut out = Vec::new();
+        assert!(read_to_eof(&mut partial, &mut out));
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 408"), "{out:?}");
+        // Well before the 60 s idle timeout (and the 10 s read timeout).
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // A connection that sent a request has the idle timeout.
+        thread::sleep(Duration::from_millis(600));
+        assert!(get(&mut kept, "/healthz").starts_with("HTTP/1.1 200"));
+        wait_until("only the kept one open", || srv.app.conns.open() == 1);
+    }
+
+    #[test]
+    fn a_partial_head_waits_in_the_reactor_without_a_thread() {
+        let srv = Server::start(&[]);
+        let mut conns: Vec<TcpStream> = (0..20).map(|_| srv.connect()).collect();
+        for c in &mut conns {
+            write!(c, "G").unwrap();
         }
-        thread::sleep(Duration::from_millis(300));
-        for w in &mut waiting {
-            let mut b = [0u8; 64];
-            let r = w.read(&mut b);
-            assert!(
-                matches!(&r, Err(e) if e.kind() == ErrorKind::WouldBlock),
-                "a connection over the cap was answered: {r:?}"
-            );
+        for c in &mut conns {
+            write!(c, "ET /prequal/probe HTTP/1.1\r\nHost").unwrap();
         }
-        assert_eq!(srv.app.conns.open(), 2);
-        // Each close lets one waiting connection in, which is then served.
-        drop(first);
-        drop(second);
-        for mut w in waiting {
-            w.set_nonblocking(false).unwrap();
-            w.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut b = [0u8; 64];
-            let n = w.read(&mut b).unwrap();
-            assert!(b[..n].starts_with(b"HTTP/1.1 200"));
-            // Closing it lets the next one in (they are keep-alive).
+        wait_until("all counted", || srv.app.conns.open() == 20);
+        thread::sleep(Duration::from_millis(100));
+        assert_eq!(srv.app.conns.spawned(), 0, "a worker per partial head");
+        for c in &mut conns {
+            write!(c, ": t\r\n\r\n").unwrap();
+            assert!(read_responses(c, 1).starts_with("HTTP/1.1 200"));
         }
-        assert!(srv.app.conns.peak() <= 2, "peak {}", srv.app.conns.peak());
+        assert_eq!(srv.app.conns.spawned(), 0);
     }
 
     #[test]

@@ -56,8 +56,15 @@ pub struct Config {
     pub request_timeout: Duration,
     /// An idle keep-alive connection (or a hang) is closed after this.
     pub idle_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
+    /// A new connection must send its first request's head within this,
+    /// else it is closed (408 if it sent part of one).
+    pub first_request_timeout: Duration,
+    /// Connections served at once; at the cap a new one sheds the
+    /// connection waiting longest for a request.
     pub max_connections: usize,
+    /// Connections beyond the cap, taken when none can be shed; they are
+    /// served only probes, health and stats.
+    pub probe_reserve: usize,
     /// After SIGTERM, keep accepting and serving this long.
     pub shutdown_grace: Duration,
     /// Then wait this long at most for open connections to finish.
@@ -86,7 +93,9 @@ impl Default for Config {
             seed: 0,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
+            first_request_timeout: Duration::from_secs(5),
             max_connections: 1024,
+            probe_reserve: 64,
             shutdown_grace: Duration::from_secs(3),
             drain_timeout: Duration::from_secs(30),
         }
@@ -166,8 +175,16 @@ pub const FLAGS: &[(&str, &str)] = &[
         "DUR  close a keep-alive connection idle this long; also ends a hang (default 120s)",
     ),
     (
+        "first-request-timeout",
+        "DUR  a new connection must send its first request's head this soon, else it is closed (408 if it sent part of one) (default 5s)",
+    ),
+    (
         "max-connections",
-        "N  connections served at once; more wait in the listen backlog (default 1024)",
+        "N  connections served at once; at the cap a new one sheds the connection waiting longest for a request (default 1024)",
+    ),
+    (
+        "probe-reserve",
+        "N  connections beyond --max-connections, taken when none can be shed: served /prequal/probe, /healthz, /stats only, else 503 (default 64; 0: none)",
     ),
     (
         "shutdown-grace",
@@ -385,6 +402,8 @@ fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
         "seed" => cfg.seed = int(v, "a non-negative integer")?,
         "request-timeout" => cfg.request_timeout = positive(v)?,
         "idle-timeout" => cfg.idle_timeout = positive(v)?,
+        "first-request-timeout" => cfg.first_request_timeout = positive(v)?,
+        "probe-reserve" => cfg.probe_reserve = int(v, "a non-negative integer")?,
         "max-connections" => {
             cfg.max_connections = int(v, "a positive integer")?;
             if cfg.max_connections == 0 {
@@ -482,6 +501,10 @@ mod tests {
                 "300ms",
                 "--max-connections",
                 "7",
+                "--first-request-timeout",
+                "1500ms",
+                "--probe-reserve",
+                "0",
                 "--shutdown-grace",
                 "0",
                 "--drain-timeout",
@@ -511,6 +534,8 @@ mod tests {
         assert_eq!(c.request_timeout, Duration::from_secs(2));
         assert_eq!(c.idle_timeout, Duration::from_millis(300));
         assert_eq!(c.max_connections, 7);
+        assert_eq!(c.first_request_timeout, Duration::from_millis(1500));
+        assert_eq!(c.probe_reserve, 0);
         assert_eq!(c.shutdown_grace, Duration::ZERO);
         assert_eq!(c.drain_timeout, Duration::from_secs(60));
         for (v, want) in [
@@ -561,6 +586,8 @@ mod tests {
             ("idle-timeout", "10", "unit"),
             ("max-connections", "0", "positive integer"),
             ("max-connections", "-3", "positive integer"),
+            ("first-request-timeout", "0", "positive"),
+            ("probe-reserve", "some", "non-negative integer"),
             ("shutdown-grace", "3", "unit"),
             ("drain-timeout", "x", "want e.g. 20ms"),
         ];

@@ -6,7 +6,8 @@
 //! Standard library only: on Linux one reactor thread (epoll) holds idle
 //! connections and serves probes and io/sleep-mode /work itself; anything
 //! else runs on reused worker threads (at most --max-connections); with
-//! keep-alive;
+//! keep-alive; at the cap a new connection sheds the one waiting longest
+//! for a request;
 //! SIGTERM/SIGINT keep serving for a grace period, then stop
 //! accepting, finish in-flight work and exit 0; a second signal exits at
 //! once (status 1).
@@ -88,6 +89,15 @@ fn run(cfg: config::Config, signals: signals::Signals) -> Result<(), String> {
     if cfg.mode == Mode::Sleep && (!cfg.antagonists.is_empty() || cfg.concurrency != 4) {
         eprintln!("prequal-backend: mode sleep has no capacity limit: --concurrency and --antagonist are ignored");
     }
+    let fds = raise_fd_limit();
+    // The listener, the reactor's descriptors, stdio and some slack.
+    let need = cfg.max_connections + cfg.probe_reserve + 32;
+    if fds.is_some_and(|n| n < need as u64) {
+        eprintln!(
+            "prequal-backend: the descriptor limit ({}) is below --max-connections + --probe-reserve + 32 ({need}): accept fails before the cap, and each failure sheds a waiting connection",
+            fds.unwrap_or(0)
+        );
+    }
     let app = Arc::new(App::new(cfg));
     if let Some(path) = &app.cfg.addr_file {
         write_atomically(path, &format!("{addr}\n"))
@@ -144,6 +154,45 @@ fn run(cfg: config::Config, signals: signals::Signals) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Raises the soft limit on open descriptors to the hard limit, as Go's
+/// runtime does: the soft default (often 1024) is below the connection cap
+/// plus the reserve. Returns the limit now in force.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn raise_fd_limit() -> Option<u64> {
+    #[repr(C)]
+    struct RLimit {
+        cur: u64,
+        max: u64,
+    }
+    extern "C" {
+        fn getrlimit(resource: i32, rlim: *mut RLimit) -> i32;
+        fn setrlimit(resource: i32, rlim: *const RLimit) -> i32;
+    }
+    const RLIMIT_NOFILE: i32 = 7;
+    let mut lim = RLimit { cur: 0, max: 0 };
+    // SAFETY: lim is a valid struct rlimit (two rlim_t, u64 on Linux).
+    if unsafe { getrlimit(RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    if lim.cur < lim.max {
+        let want = RLimit {
+            cur: lim.max,
+            max: lim.max,
+        };
+        // SAFETY: as above; raising the soft limit up to the hard one is
+        // allowed without privileges.
+        if unsafe { setrlimit(RLIMIT_NOFILE, &want) } == 0 {
+            return Some(want.cur);
+        }
+    }
+    Some(lim.cur)
+}
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn raise_fd_limit() -> Option<u64> {
+    None
 }
 
 /// `--sleep DUR`: sleep, exit 0. A bad or missing duration exits 2.

@@ -23,13 +23,13 @@
 //! workers keep their connections as they always did.
 
 use crate::accept::{ConnSlot, Handoff, Pool};
-use crate::http::{parse_simple, write_response, MAX_HEADER_BYTES};
+use crate::http::{head_complete, parse_simple, write_response, MAX_HEADER_BYTES};
 use crate::server::{App, InlineStart, InlineWork, Outcome, Response};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -99,12 +99,23 @@ const GRANTED: u64 = u64::MAX - 1;
 /// Bytes a connection whose request waits for a slot may send meanwhile
 /// (pipelining) before the reactor stops reading it; as on a worker.
 const MAX_BUFFERED: usize = 1024 * 1024 + MAX_HEADER_BYTES;
+/// After an error answer the connection is drained this long before it
+/// closes, so the peer reads the answer, not a reset caused by bytes it
+/// sent that we did not read (a worker's lingering close, without a thread).
+const LINGER: Duration = Duration::from_millis(500);
 
 struct Entry {
     stream: TcpStream,
     buf: Vec<u8>,
     slot: ConnSlot,
+    /// Since when it waits for its next request (accepted, or answered).
     idle_since: Instant,
+    /// A request was read from it: the first-request timeout is over.
+    served: bool,
+    /// When the first bytes of a request head not yet complete arrived.
+    started: Option<Instant>,
+    /// Answered with an error and half-closed: drained until then, closed.
+    closing: Option<Instant>,
     /// In the epoll set. Taken out while a /work request is in service and
     /// the peer sends more (or closes), so level-triggered events do not
     /// spin; put back once the answer is out.
@@ -133,6 +144,8 @@ enum Next {
     Busy(Instant),
     /// A /work request waiting for a slot, with its gate ticket.
     Queued(u64),
+    /// Write this final answer, half-close, drain briefly, close.
+    Linger(Vec<u8>),
 }
 
 pub struct Reactor {
@@ -202,15 +215,16 @@ impl Reactor {
         self.parked.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Parks an idle connection (nothing buffered). Gives it back when it
-    /// cannot be parked (shutdown, or epoll refused it); the caller then
-    /// serves it on its thread.
+    /// Parks an idle connection (nothing buffered); `served` once a request
+    /// was read from it. Gives it back when it cannot be parked (shutdown,
+    /// or epoll refused it); the caller then serves it on its thread.
     pub fn park(
         &self,
         app: &App,
         stream: TcpStream,
         slot: ConnSlot,
         idle_since: Instant,
+        served: bool,
     ) -> Result<(), (TcpStream, ConnSlot)> {
         if app.shutting_down() || stream.set_nonblocking(true).is_err() {
             return Err((stream, slot));
@@ -232,6 +246,9 @@ impl Reactor {
                 buf: Vec::new(),
                 slot,
                 idle_since,
+                served,
+                started: None,
+                closing: None,
                 registered: true,
                 busy: None,
             },
@@ -239,12 +256,70 @@ impl Reactor {
         Ok(())
     }
 
+    /// Closes the connection that has waited longest for a request (one
+    /// lingering after an error answer first), to make room for a new one
+    /// at the cap. A connection whose request is in service or queued, or
+    /// on a worker, is not a candidate. False when there is none. O(n) in
+    /// parked connections, and only at the cap.
+    ///
+    /// A kept-alive connection (one request served) with no request bytes
+    /// buffered but some in its socket that the reactor has not read yet
+    /// is passed over: a request is arriving on it (a pooled connection
+    /// just reused by an ingress or load generator). Closing it would reset
+    /// that request, which a client may not replay (a POST), and the
+    /// benchmark would charge the error to the policy. New connections and
+    /// ones holding part of a head keep their place in the order, so a
+    /// flood of drips cannot shelter behind this.
+    pub fn shed_oldest(&self) -> bool {
+        let mut p = self.lock();
+        let key = |e: &Entry| (e.closing.is_none(), e.idle_since);
+        let arriving = |e: &Entry| {
+            e.closing.is_none()
+                && e.served
+                && e.buf.is_empty()
+                && matches!(e.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0)
+        };
+        let candidates = p.conns.iter().filter(|(_, e)| e.busy.is_none());
+        let Some((&first, e)) = candidates.min_by_key(|(_, e)| key(e)) else {
+            return false;
+        };
+        let victim = if !arriving(e) {
+            Some(first)
+        } else {
+            // Rare: the next oldest, in order, that is not arriving either.
+            let mut order: Vec<_> = p
+                .conns
+                .iter()
+                .filter(|(_, e)| e.busy.is_none())
+                .map(|(t, e)| (key(e), *t))
+                .collect();
+            order.sort_unstable();
+            order
+                .into_iter()
+                .map(|(_, t)| t)
+                .find(|t| !arriving(&p.conns[t]))
+        };
+        match victim {
+            // Dropping it closes the descriptor and releases its slot.
+            Some(token) => {
+                drop(p.conns.remove(&token));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The reactor thread: waits for parked connections to become readable,
     /// answers cheap requests, runs inline /work requests' timers, hands the
     /// rest to workers, closes connections idle past the idle timeout, and
     /// at shutdown closes every idle one. Runs for the life of the process.
     pub fn run(&self, app: &App, pool: &Arc<Pool>) {
-        let wake = WAKE.min(app.cfg.idle_timeout).max(Duration::from_millis(1));
+        let cfg = &app.cfg;
+        let wake = WAKE
+            .min(cfg.idle_timeout)
+            .min(cfg.first_request_timeout)
+            .min(cfg.request_timeout)
+            .max(Duration::from_millis(1));
         let mut events = vec![sys::EpollEvent::default(); BATCH];
         let mut last_sweep = Instant::now();
         let mut handoffs = Vec::new();
@@ -282,6 +357,14 @@ impl Reactor {
                 let Some(e) = p.conns.get_mut(&token) else {
                     continue;
                 };
+                if e.closing.is_some() {
+                    if client_gone(e) {
+                        p.conns.remove(&token);
+                    } else {
+                        e.buf.clear();
+                    }
+                    continue;
+                }
                 if let Some(b) = &e.busy {
                     if let Some(ticket) = b.queued {
                         // Waiting for a slot: a client that leaves leaves
@@ -343,23 +426,30 @@ impl Reactor {
             let shutting_down = app.shutting_down();
             if shutting_down || last_sweep.elapsed() >= wake {
                 last_sweep = Instant::now();
-                let idle = app.cfg.idle_timeout;
+                let now = last_sweep;
                 let due: Vec<u64> = p
                     .conns
                     .iter()
                     .filter(|(_, e)| {
-                        e.busy.is_none() && (shutting_down || e.idle_since.elapsed() >= idle)
+                        e.busy.is_none()
+                            && (shutting_down || deadline(app, e).is_some_and(|d| d <= now))
                     })
                     .map(|(t, _)| *t)
                     .collect();
                 for token in due {
-                    // Bytes that arrived meanwhile are still served (a
-                    // request sent just before shutdown gets its answer).
                     let next = match p.conns.get_mut(&token) {
-                        Some(e) if shutting_down => match serve_ready(app, e) {
-                            Next::Park => Next::Close,
-                            other => other,
-                        },
+                        // Bytes that arrived meanwhile are still served (a
+                        // request sent just before shutdown gets its answer).
+                        Some(e) if shutting_down && e.closing.is_none() => {
+                            match serve_ready(app, e) {
+                                Next::Park => Next::Close,
+                                other => other,
+                            }
+                        }
+                        // Part of a request head, never finished: say why.
+                        Some(e) if e.closing.is_none() && !e.buf.is_empty() => {
+                            Next::Linger(error_answer(408, "request not received in time\n"))
+                        }
                         _ => Next::Close,
                     };
                     self.settle(&mut p, token, next, &mut handoffs);
@@ -410,7 +500,34 @@ impl Reactor {
     }
 
     fn settle(&self, p: &mut Parked, token: u64, next: Next, handoffs: &mut Vec<Handoff>) {
+        // A reserve connection gets no thread while the cap is full: it
+        // was taken because every other one was busy.
+        let stays_reserve = matches!(next, Next::Worker(..))
+            && p.conns.get_mut(&token).is_some_and(|e| !e.slot.promote());
+        let next = match next {
+            Next::Worker(pending, _) if stays_reserve => {
+                if pending.is_empty() {
+                    Next::Linger(error_answer(
+                        503,
+                        "over --max-connections: this connection is served /prequal/probe, /healthz and /stats only\n",
+                    ))
+                } else {
+                    Next::Close
+                }
+            }
+            next => next,
+        };
         match next {
+            Next::Linger(out) => {
+                let Some(e) = p.conns.get_mut(&token) else {
+                    return;
+                };
+                let _ = write_now(&mut e.stream, &out);
+                let _ = e.stream.shutdown(Shutdown::Write);
+                e.buf.clear();
+                e.closing = Some(Instant::now() + LINGER);
+                self.settle(p, token, Next::Park, handoffs);
+            }
             Next::Park => {
                 if let Some(e) = p.conns.get_mut(&token) {
                     if !e.registered {
@@ -446,6 +563,38 @@ impl Reactor {
             }
         }
     }
+}
+
+/// When a parked connection that is not in service is due to close: its
+/// first request's head must be in within the first-request timeout of
+/// the accept, any later head within the request timeout of its first
+/// byte, and an idle kept-alive connection goes after the idle timeout.
+fn deadline(app: &App, e: &Entry) -> Option<Instant> {
+    let cfg = &app.cfg;
+    if let Some(at) = e.closing {
+        return Some(at);
+    }
+    let head = e.started.map(|t| t + cfg.request_timeout);
+    if !e.served {
+        let first = e.idle_since + cfg.first_request_timeout;
+        return Some(head.map_or(first, |h| h.min(first)));
+    }
+    head.or(Some(e.idle_since + cfg.idle_timeout))
+}
+
+/// A final error answer (the connection closes after it).
+fn error_answer(status: u16, msg: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = write_response(
+        &mut out,
+        status,
+        "text/plain; charset=utf-8",
+        msg.as_bytes(),
+        false,
+        &[],
+        false,
+    );
+    out
 }
 
 /// Whether the peer of a connection whose request waits has gone (EOF or
@@ -494,9 +643,12 @@ fn answer(app: &App, e: &mut Entry, resp: &Response, keep_alive: bool, head: boo
         &resp.extra,
         head,
     );
+    // Idle from before the write: a client that reads the answer and then
+    // opens another connection must find this one the older (shedding).
+    let answered = Instant::now();
     match write_now(&mut e.stream, &out) {
         Ok(()) if keep => {
-            e.idle_since = Instant::now();
+            e.idle_since = answered;
             None
         }
         Ok(()) => Some(Next::Close),
@@ -540,16 +692,39 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
         }
     }
     loop {
+        // Stray line breaks between requests are dropped here, as
+        // read_request would, so that they cannot fill the buffer.
+        let stray = e
+            .buf
+            .iter()
+            .take_while(|&&b| b == b'\r' || b == b'\n')
+            .count();
+        e.buf.drain(..stray);
         if e.buf.is_empty() {
+            e.started = None;
             return if eof || app.shutting_down() {
                 Next::Close
             } else {
                 Next::Park
             };
         }
+        // Part of a head: it waits here, under its deadline, without a
+        // thread (a socket per byte used to take a worker each).
+        if !head_complete(&e.buf) {
+            if eof {
+                return Next::Close;
+            }
+            e.started.get_or_insert_with(Instant::now);
+            return Next::Park;
+        }
+        e.served = true;
+        e.started = None;
         let Some((req, used)) = parse_simple(&e.buf) else {
             return Next::Worker(Vec::new(), false);
         };
+        if !app.serves_inline(&req) && !e.slot.promote() {
+            return Next::Worker(Vec::new(), false); // 503 in settle
+        }
         let head = req.method == "HEAD";
         let next = if app.serves_inline(&req) {
             e.buf.drain(..used);
@@ -599,5 +774,63 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
         if let Some(next) = next {
             return next;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::net::TcpListener;
+
+    /// Whether the server side of `c` was closed (EOF or reset).
+    fn closed(c: &mut TcpStream) -> bool {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        !matches!(c.read(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock)
+    }
+
+    #[test]
+    fn shedding_passes_over_a_connection_whose_request_is_arriving() {
+        let app = Arc::new(App::new(Config::default()));
+        let r = Reactor::new().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut pooled = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (pooled_srv, _) = l.accept().unwrap();
+        let mut newer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (newer_srv, _) = l.accept().unwrap();
+        let t0 = Instant::now();
+        let slot = || ConnSlot::take(app.clone());
+        assert!(r.park(&app, pooled_srv, slot(), t0, true).is_ok());
+        assert!(r
+            .park(&app, newer_srv, slot(), t0 + Duration::from_secs(1), true)
+            .is_ok());
+        // The pool reuses its oldest connection: the request is in the
+        // socket, not yet read by the reactor (which is not running here).
+        write!(
+            pooled,
+            "POST /work HTTP/1.1\r\nContent-Length: 2\r\n\r\n{{}}"
+        )
+        .unwrap();
+        let arrived = Instant::now();
+        while r
+            .lock()
+            .conns
+            .values()
+            .all(|e| !matches!(e.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0))
+        {
+            assert!(arrived.elapsed() < Duration::from_secs(10), "never arrived");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(r.shed_oldest(), "the newer idle connection is shed");
+        assert!(closed(&mut newer));
+        pooled.set_nonblocking(true).unwrap();
+        assert!(
+            matches!(pooled.read(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock),
+            "the connection carrying a request must stay open"
+        );
+        assert_eq!(app.conns.open(), 1);
+        // Nothing else to shed: the arriving request is not cut off.
+        assert!(!r.shed_oldest());
+        assert_eq!(app.conns.open(), 1);
     }
 }

@@ -246,14 +246,18 @@ impl App {
 
     pub fn stats_json(&self) -> String {
         let g = self.gate.stats();
+        let (shed, refused) = self.conns.shed_refused();
         format!(
-            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{}}}",
+            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{},\"connections\":{},\"connections_shed\":{},\"connections_refused\":{}}}",
             self.rif.load(Ordering::SeqCst),
             g.queued,
             self.served.load(Ordering::SeqCst),
             g.rejected,
             g.max_queue,
-            g.capacity.unwrap_or(0)
+            g.capacity.unwrap_or(0),
+            self.conns.open(),
+            shed,
+            refused
         )
     }
 
@@ -633,6 +637,14 @@ impl App {
                 break;
             }
             idle_since = Instant::now();
+            // At the cap, an answered connection goes back to the reactor
+            // now rather than after a read wake: only there can a newcomer
+            // shed it. A pool of cap connections sending bodies (cpu mode)
+            // would otherwise leave a newcomer nothing to shed for up to
+            // 500 ms, and it got the probe reserve's 503 for /work.
+            if may_park && conn.buffered() == 0 && self.conns.at_cap(cfg.max_connections) {
+                return Some(conn.into_parts().0);
+            }
         }
         None
     }
@@ -748,12 +760,12 @@ mod tests {
         let (_, stats) = call(&a, &req("GET", "/stats", ""));
         assert_eq!(
             stats,
-            "{\"in_flight\":0,\"queued\":0,\"served\":1,\"rejected\":1,\"max_queue\":0,\"capacity\":1}"
+            "{\"in_flight\":0,\"queued\":0,\"served\":1,\"rejected\":1,\"max_queue\":0,\"capacity\":1,\"connections\":0,\"connections_shed\":0,\"connections_refused\":0}"
         );
         let (_, after) = call(&a, &req("POST", "/reset", ""));
         assert_eq!(
             after,
-            "{\"in_flight\":0,\"queued\":0,\"served\":0,\"rejected\":0,\"max_queue\":0,\"capacity\":1}"
+            "{\"in_flight\":0,\"queued\":0,\"served\":0,\"rejected\":0,\"max_queue\":0,\"capacity\":1,\"connections\":0,\"connections_shed\":0,\"connections_refused\":0}"
         );
     }
 
@@ -999,5 +1011,52 @@ mod tests {
         // Only /work carries them.
         let probe = respond(&a, &req("GET", "/prequal/probe", ""));
         assert_eq!(header(&probe, "X-Prequal-Queue"), None);
+    }
+}
+
+#[cfg(test)]
+mod park_tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::{mpsc, Arc};
+
+    #[test]
+    fn at_the_cap_an_answered_connection_goes_back_to_the_reactor_at_once() {
+        let cfg = match crate::config::parse(
+            &["--max-connections".to_string(), "1".to_string()],
+            &Default::default(),
+        ) {
+            Ok(crate::config::Parsed::Run(c)) => *c,
+            _ => panic!("config"),
+        };
+        let app = Arc::new(App::new(cfg));
+        let _slot = crate::accept::ConnSlot::take(app.clone()); // the cap: 1 open
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (srv, _) = l.accept().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let a = app.clone();
+        std::thread::spawn(move || {
+            let back = a.serve_conn(srv, Vec::new(), &[], false, true);
+            let _ = tx.send(back.is_some());
+        });
+        client
+            .write_all(b"POST /work HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.ends_with(b"}") {
+            let n = client.read(&mut buf).unwrap();
+            assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200"));
+        // Part of a next request: a worker still holding the connection
+        // would read it and wait for the rest (for the request timeout).
+        client.write_all(b"GET /hea").unwrap();
+        let parked = rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(parked, Ok(true), "the worker kept the connection");
+        drop(client);
     }
 }

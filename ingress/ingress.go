@@ -508,6 +508,7 @@ func (i *Ingress) newRoute(key string) *routeState {
 		outliers:           newOutliers(i.opts.Outlier),
 		ejectionMetrics:    map[string]prometheus.Counter{},
 		returnsMetric:      i.metrics.OutlierReturns.WithLabelValues(key),
+		clientAbortsMetric: i.metrics.ClientAborts.WithLabelValues(key),
 	}
 	for _, reason := range []string{ejectConsecutive, ejectSuccessRate} {
 		rs.ejectionMetrics[reason] = i.metrics.OutlierEjections.WithLabelValues(key, reason)

@@ -19,6 +19,9 @@ type Exchange struct {
 	// Remote is the client's address (the zero value for a connection that
 	// is not TCP).
 	Remote netip.AddrPort
+	// Client is the client's connection, for a handler that watches it or
+	// closes it to give up on a client that left (then no answer is sent).
+	Client net.Conn
 	// Out is scratch space for the handler (the request as it goes
 	// upstream), kept with the connection.
 	Out []byte
@@ -287,6 +290,7 @@ func (s *Server) serve(c *conn) {
 	defer s.untrack(c)
 	defer c.nc.Close()
 	c.br = NewReader(c.nc, s.maxHead())
+	c.x.Client = c.nc
 	if a, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
 		c.x.Remote = a.AddrPort()
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prequalbench/prequalbench/ingress/internal/h1"
+	"github.com/prequalbench/prequalbench/ingress/internal/hangup"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/internal/testbackend"
 )
@@ -149,5 +151,80 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within %v", what, deadline)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A request whose client is gone before an endpoint is picked (it sent the
+// request and half-closed at once) is counted as the client's without a
+// pick: no policy hears of an attempt that never reached a backend (its
+// near-zero latency would read as a fast answer to the latency policies),
+// and no backend connection is made for it.
+func TestProxy_ClientGoneBeforePickPicksNothing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dialed := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			dialed <- struct{}{}
+			c.Close()
+		}
+	}()
+	ing, _ := newTestIngress(t, Options{DefaultAlgorithm: "peak-ewma"},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{l.Addr().String()}})
+
+	// The ingress's side of a client connection, watched, whose client has
+	// half-closed; the exchange carries a request read as the server reads
+	// it.
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	peer, err := net.Dial("tcp", cl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	sc, err := cl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, ok := hangup.Watch(sc).(*hangup.Conn)
+	if !ok {
+		t.Skip("hangups are not watched on this platform")
+	}
+	defer client.Close()
+	if err := peer.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the half-close seen", client.Gone)
+	x := &h1.Exchange{Client: client}
+	if err := h1.NewReader(strings.NewReader("GET /work HTTP/1.1\r\nHost: x\r\n\r\n"), 16<<10).ReadRequestHead(&x.Req); err != nil {
+		t.Fatal(err)
+	}
+
+	ing.serve(x)
+
+	st := ing.State().Routes[0]
+	if st.ClientAborts != 1 {
+		t.Errorf("client_aborts = %d, want 1", st.ClientAborts)
+	}
+	if got := requestCodes(t, ing)["499"]; got != 1 {
+		t.Errorf("requests_total{code=499} = %v, want 1", got)
+	}
+	if e := st.Policy.Endpoints[0]; e.Picks != 0 || e.InFlight != 0 {
+		t.Errorf("policy: %d picks, %d in flight for a client gone before the pick; want 0, 0", e.Picks, e.InFlight)
+	}
+	select {
+	case <-dialed:
+		t.Error("a backend connection was made for a client that was gone")
+	default:
 	}
 }

@@ -180,6 +180,13 @@ func (rs *routeState) forward(x *h1.Exchange) {
 	}()
 	x.Out = rs.ing.appendUpstreamRequest(x.Out[:0], x)
 	client, _ := x.Client.(*hangup.Conn) // nil: not watched
+	if client != nil && client.Gone() {
+		// Gone before an endpoint was picked (a client that half-closed
+		// after sending): no policy is told of an attempt that never
+		// reached a backend, whose near-zero latency would read as fast.
+		rs.clientLeft(x)
+		return
+	}
 	start = time.Now()
 	first := start // the request's duration runs from here, retries included
 	pol, p, err := rs.pick(start)
@@ -194,6 +201,10 @@ func (rs *routeState) forward(x *h1.Exchange) {
 		// Tell the first endpoint's policy, then try once more elsewhere.
 		open = false
 		rs.attemptDone(pol, p, now.Sub(start), 0, now)
+		if client != nil && client.Gone() {
+			rs.clientLeft(x) // no second pick for a client that left
+			return
+		}
 		pol2, p2, ok := rs.pickOther(now, p.Endpoint)
 		if !ok {
 			rs.failed(x, err) // nowhere else to go
@@ -280,6 +291,12 @@ const statusClientGone = 499
 // without an answer.
 func (rs *routeState) abandoned(x *h1.Exchange, pol loadbalancer.Policy, p loadbalancer.Picked, lat time.Duration, now time.Time) {
 	rs.attemptDone(pol, p, lat, statusClientGone, now)
+	rs.clientLeft(x)
+}
+
+// clientLeft counts a request whose client hung up as the client's (499)
+// and closes the client connection without an answer.
+func (rs *routeState) clientLeft(x *h1.Exchange) {
 	rs.clientAborts.Add(1)
 	rs.clientAbortsMetric.Inc()
 	rs.finish(statusClientGone)

@@ -2,9 +2,11 @@ package ingress
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,38 +181,12 @@ func TestProxy_ClientGoneBeforePickPicksNothing(t *testing.T) {
 	ing, _ := newTestIngress(t, Options{DefaultAlgorithm: "peak-ewma"},
 		route.Spec{Key: "w", Path: "/", Endpoints: []string{l.Addr().String()}})
 
-	// The ingress's side of a client connection, watched, whose client has
-	// half-closed; the exchange carries a request read as the server reads
-	// it.
-	cl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	peer, err := net.Dial("tcp", cl.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	sc, err := cl.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, ok := hangup.Watch(sc).(*hangup.Conn)
-	if !ok {
-		t.Skip("hangups are not watched on this platform")
-	}
-	defer client.Close()
-	if err := peer.(*net.TCPConn).CloseWrite(); err != nil {
+	client, peer := watchedClient(t)
+	if err := peer.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the half-close seen", client.Gone)
-	x := &h1.Exchange{Client: client}
-	if err := h1.NewReader(strings.NewReader("GET /work HTTP/1.1\r\nHost: x\r\n\r\n"), 16<<10).ReadRequestHead(&x.Req); err != nil {
-		t.Fatal(err)
-	}
-
-	ing.serve(x)
+	ing.serve(getExchange(t, client))
 
 	st := ing.State().Routes[0]
 	if st.ClientAborts != 1 {
@@ -227,4 +203,73 @@ func TestProxy_ClientGoneBeforePickPicksNothing(t *testing.T) {
 		t.Error("a backend connection was made for a client that was gone")
 	default:
 	}
+}
+
+// A client that leaves while its first attempt fails in a way that would
+// be retried elsewhere (here the dial) gets no second pick.
+func TestProxy_ClientGoneDuringFailedAttemptIsNotRetried(t *testing.T) {
+	ing, _ := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"},
+		route.Spec{Key: "w", Path: "/", Endpoints: []string{"127.0.0.1:1", "127.0.0.1:2"}})
+	client, peer := watchedClient(t)
+	dials := 0
+	ing.upstreams.dial = func(context.Context, string, string) (net.Conn, error) {
+		dials++
+		if dials == 1 { // the client leaves while the first dial fails
+			_ = peer.CloseWrite()
+			waitUntil(t, "the half-close seen", client.Gone)
+		}
+		return nil, syscall.ECONNREFUSED
+	}
+
+	ing.serve(getExchange(t, client))
+
+	st := ing.State().Routes[0]
+	if st.ClientAborts != 1 || st.UpstreamErrors != 0 {
+		t.Errorf("client_aborts %d, upstream_errors %d; want 1, 0", st.ClientAborts, st.UpstreamErrors)
+	}
+	var picks uint64
+	for _, e := range st.Policy.Endpoints {
+		picks += e.Picks
+	}
+	if picks != 1 || dials != 1 {
+		t.Errorf("%d picks, %d dials for a client that left during the first attempt; want 1, 1", picks, dials)
+	}
+}
+
+// watchedClient returns the ingress's side of a loopback client
+// connection, watched for hangups, and the client's side.
+func watchedClient(t *testing.T) (*hangup.Conn, *net.TCPConn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peer, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	sc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, ok := hangup.Watch(sc).(*hangup.Conn)
+	if !ok {
+		sc.Close()
+		t.Skip("hangups are not watched on this platform")
+	}
+	t.Cleanup(func() { client.Close() })
+	return client, peer.(*net.TCPConn)
+}
+
+// getExchange is an exchange on client carrying GET /work, read as the
+// server reads it.
+func getExchange(t *testing.T, client net.Conn) *h1.Exchange {
+	t.Helper()
+	x := &h1.Exchange{Client: client}
+	if err := h1.NewReader(strings.NewReader("GET /work HTTP/1.1\r\nHost: x\r\n\r\n"), 16<<10).ReadRequestHead(&x.Req); err != nil {
+		t.Fatal(err)
+	}
+	return x
 }

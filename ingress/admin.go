@@ -55,7 +55,8 @@ func (rs *routeState) stateLocked() adminapi.RouteState {
 	return adminapi.RouteState{
 		Key: rs.key, Host: rs.host, Path: rs.path, PathType: rs.pathType, Algorithm: rs.algo,
 		Requests: rs.requests.Load(), NoEndpoint: rs.noEndpoint.Load(), UpstreamErrors: rs.upstreamErrors.Load(),
-		Policy: rs.policy.Stats(), Outliers: rs.outliers.state(),
+		ClientAborts: rs.clientAborts.Load(),
+		Policy:       rs.policy.Stats(), Outliers: rs.outliers.state(),
 	}
 }
 
@@ -95,6 +96,7 @@ func (i *Ingress) Reset(key string) (adminapi.State, error) {
 		rs.requests.Store(0)
 		rs.noEndpoint.Store(0)
 		rs.upstreamErrors.Store(0)
+		rs.clientAborts.Store(0)
 		s.Routes = append(s.Routes, rs.stateLocked())
 		rs.mu.Unlock()
 	}

@@ -76,7 +76,7 @@ type Options struct {
 	MaxClientConns int
 	// BodyMemoryBudget bounds the request and answer body bytes held in
 	// memory by all exchanges at once; a body that would overrun it gets
-	// 503. Default 160 MiB (at least MaxBodySize).
+	// 503. Default 96 MiB (at least MaxBodySize).
 	BodyMemoryBudget int64
 	// MaxBodySize caps request and response bodies, which the data plane
 	// holds in memory: a larger request gets 413, a larger response 502.
@@ -194,7 +194,7 @@ func New(opts Options) (*Ingress, error) {
 		opts.MaxClientConns = 10000
 	}
 	if opts.BodyMemoryBudget == 0 {
-		opts.BodyMemoryBudget = max(160<<20, int64(opts.MaxBodySize))
+		opts.BodyMemoryBudget = max(96<<20, int64(opts.MaxBodySize))
 	}
 	if opts.BodyMemoryBudget < int64(opts.MaxBodySize) {
 		return nil, fmt.Errorf("ingress: BodyMemoryBudget %d is below MaxBodySize %d: a body of the largest size could never be taken", opts.BodyMemoryBudget, opts.MaxBodySize)
@@ -508,6 +508,7 @@ func (i *Ingress) newRoute(key string) *routeState {
 		outliers:           newOutliers(i.opts.Outlier),
 		ejectionMetrics:    map[string]prometheus.Counter{},
 		returnsMetric:      i.metrics.OutlierReturns.WithLabelValues(key),
+		clientAbortsMetric: i.metrics.ClientAborts.WithLabelValues(key),
 	}
 	for _, reason := range []string{ejectConsecutive, ejectSuccessRate} {
 		rs.ejectionMetrics[reason] = i.metrics.OutlierEjections.WithLabelValues(key, reason)

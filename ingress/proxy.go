@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
+	"github.com/prequalbench/prequalbench/ingress/internal/hangup"
 	"github.com/prequalbench/prequalbench/ingress/metrics"
 	"github.com/prequalbench/prequalbench/ingress/prober"
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -48,13 +49,14 @@ type routeState struct {
 	reuseWarning string
 
 	// Counters since the last reset, for the admin state.
-	requests, noEndpoint, upstreamErrors atomic.Uint64
-	inFlight                             atomic.Int64
+	requests, noEndpoint, upstreamErrors, clientAborts atomic.Uint64
+	inFlight                                           atomic.Int64
 
 	// Pre-resolved metric children.
 	codes              [600]atomic.Pointer[prometheus.Counter]
 	duration           prometheus.Observer
 	upstreamErrorKinds map[string]prometheus.Counter // immutable
+	clientAbortsMetric prometheus.Counter
 	fallbacks          prometheus.Counter
 	probesSent         prometheus.Counter
 	probeLatency       prometheus.Observer
@@ -177,6 +179,14 @@ func (rs *routeState) forward(x *h1.Exchange) {
 		}
 	}()
 	x.Out = rs.ing.appendUpstreamRequest(x.Out[:0], x)
+	client, _ := x.Client.(*hangup.Conn) // nil: not watched
+	if client != nil && client.Gone() {
+		// Gone before an endpoint was picked (a client that half-closed
+		// after sending): no policy is told of an attempt that never
+		// reached a backend, whose near-zero latency would read as fast.
+		rs.clientLeft(x)
+		return
+	}
 	start = time.Now()
 	first := start // the request's duration runs from here, retries included
 	pol, p, err := rs.pick(start)
@@ -186,21 +196,29 @@ func (rs *routeState) forward(x *h1.Exchange) {
 		return
 	}
 	open = true
-	now, err := rs.ing.upstreams.do(p.Endpoint, x, start)
+	now, err := rs.ing.upstreams.do(p.Endpoint, x, client, start)
 	if err != nil && retryable(req, err, rs.ing.opts.Retry) {
 		// Tell the first endpoint's policy, then try once more elsewhere.
 		open = false
 		rs.attemptDone(pol, p, now.Sub(start), 0, now)
+		if client != nil && client.Gone() {
+			rs.clientLeft(x) // no second pick for a client that left
+			return
+		}
 		pol2, p2, ok := rs.pickOther(now, p.Endpoint)
 		if !ok {
 			rs.failed(x, err) // nowhere else to go
 			return
 		}
 		pol, p, start, open = pol2, p2, now, true
-		now, err = rs.ing.upstreams.do(p.Endpoint, x, now)
+		now, err = rs.ing.upstreams.do(p.Endpoint, x, client, now)
 	}
 	lat := now.Sub(start)
 	open = false // reported below, once, even if the report panics
+	if errors.Is(err, errClientGone) {
+		rs.abandoned(x, pol, p, lat, now)
+		return
+	}
 	if err != nil {
 		rs.attemptDone(pol, p, lat, 0, now)
 		rs.failed(x, err)
@@ -258,6 +276,31 @@ func (rs *routeState) failed(x *h1.Exchange, err error) {
 		rs.upstreamError(upstreamFailed, err)
 	}
 	rs.answer(x, code)
+}
+
+// statusClientGone is nginx's 499 for a client that closed its connection
+// before the answer: the code counted and reported to the policy, never
+// sent.
+const statusClientGone = 499
+
+// abandoned ends a request whose client hung up while it waited for the
+// backend (whose connection was closed, so the backend drops it): the
+// policy hears of a 499, as in sim, which its error accounting and outlier
+// detection do not count against the endpoint; the metrics count it as the
+// client's, not as an upstream error; the client connection is closed
+// without an answer.
+func (rs *routeState) abandoned(x *h1.Exchange, pol loadbalancer.Policy, p loadbalancer.Picked, lat time.Duration, now time.Time) {
+	rs.attemptDone(pol, p, lat, statusClientGone, now)
+	rs.clientLeft(x)
+}
+
+// clientLeft counts a request whose client hung up as the client's (499)
+// and closes the client connection without an answer.
+func (rs *routeState) clientLeft(x *h1.Exchange) {
+	rs.clientAborts.Add(1)
+	rs.clientAbortsMetric.Inc()
+	rs.finish(statusClientGone)
+	_ = x.Client.Close()
 }
 
 // answer counts and writes a generic answer the ingress makes itself.

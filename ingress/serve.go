@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
+	"github.com/prequalbench/prequalbench/ingress/internal/hangup"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
@@ -165,10 +166,22 @@ func Serve(ctx context.Context, ing *Ingress, cfg ServeConfig) error {
 }
 
 // ProxyListener is the listener ProxyServer serves on. Its connections are
-// read and written with raw non-blocking system calls (package rawio); the
-// client timeouts are the connections' own deadlines.
+// read and written with raw non-blocking system calls (package rawio) and
+// watched for the client hanging up (package hangup); the client timeouts
+// are the connections' own deadlines.
 func (i *Ingress) ProxyListener(l net.Listener) net.Listener {
-	return rawio.Listener{Listener: l}
+	return watchedListener{rawio.Listener{Listener: l}}
+}
+
+// watchedListener watches every accepted connection for hangups.
+type watchedListener struct{ rawio.Listener }
+
+func (l watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return hangup.Watch(c), nil
 }
 
 // ProxyServer is the data plane's HTTP/1.1 server for ing, to serve on

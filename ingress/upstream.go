@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prequalbench/prequalbench/ingress/internal/h1"
+	"github.com/prequalbench/prequalbench/ingress/internal/hangup"
 	"github.com/prequalbench/prequalbench/ingress/internal/liveness"
 	"github.com/prequalbench/prequalbench/ingress/internal/rawio"
 )
@@ -125,23 +126,32 @@ func (u *upstreams) host(addr string) *hostConns {
 // of answer is replaced once, for an idempotent request (RFC 9110 §9.2.2),
 // as net/http does. Nothing reached the backend's application.
 //
+// While the exchange runs, a client that hangs up (client, when watched)
+// has its backend connection closed: the backend sees the close and drops
+// the request, and do returns errClientGone.
+//
 // start is the caller's clock reading at the start (after a dial a fresh
 // one is taken for the write deadline), and end the one taken when the
 // exchange ended (one clock read shared with the caller).
-func (u *upstreams) do(addr string, x *h1.Exchange, start time.Time) (end time.Time, err error) {
+func (u *upstreams) do(addr string, x *h1.Exchange, client *hangup.Conn, start time.Time) (end time.Time, err error) {
 	h := u.host(addr)
 	for replayed := false; ; replayed = true {
 		c, err := u.get(h, addr, start)
 		if err != nil {
 			return time.Now(), &upstreamError{phase: phaseDial, err: err}
 		}
+		if client != nil && !client.Attach(c.conn) {
+			u.put(h, c, time.Now()) // unused
+			return time.Now(), errClientGone
+		}
 		if !c.reused {
 			start = time.Now() // the dial's time is not the write's
 		}
 		keep, err := u.exchange(c, x, start)
+		gone := client != nil && client.Detach() // then c may be closed
 		end = time.Now()
 		if err == nil {
-			if !keep || x.Resp.Close || declaredUnsentBody(&x.Req, &x.Resp) {
+			if gone || !keep || x.Resp.Close || declaredUnsentBody(&x.Req, &x.Resp) {
 				c.conn.Close()
 			} else {
 				u.put(h, c, end)
@@ -149,6 +159,9 @@ func (u *upstreams) do(addr string, x *h1.Exchange, start time.Time) (end time.T
 			return end, nil
 		}
 		c.conn.Close()
+		if gone {
+			return end, errClientGone
+		}
 		if !replayed && c.reused && staleConn(err) && idempotent(&x.Req) {
 			start = end
 			continue
@@ -156,6 +169,10 @@ func (u *upstreams) do(addr string, x *h1.Exchange, start time.Time) (end time.T
 		return end, err
 	}
 }
+
+// errClientGone: the client hung up while its request waited for the
+// backend; the exchange was given up (nginx's 499).
+var errClientGone = errors.New("client closed the connection before the answer")
 
 // get returns an idle connection to addr, or a new one. An idle connection
 // is taken only while it is quiet: one the backend closed (or said 408 on,

@@ -107,7 +107,7 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	fl.DurationVar(&f.clientIdleTimeout, "client-idle-timeout", 120*time.Second, "close a kept-alive client connection that sends no next request within this")
 	fl.IntVar(&f.maxClientConns, "max-client-connections", 10000,
 		"cap on open client connections; at the cap a new one closes the longest-idle one (none idle: the new one is closed); 0 = no cap")
-	fl.StringVar(&f.bodyMemoryBudget, "body-memory-budget", "160Mi",
+	fl.StringVar(&f.bodyMemoryBudget, "body-memory-budget", "96Mi",
 		"bound on the request and response body bytes held in memory by all requests at once; a body that would overrun it gets 503 (a quantity; at least --max-body-size)")
 	fl.StringVar(&f.maxBodySize, "max-body-size", "32Mi", "largest request or response body (held in memory): a larger request gets 413, a larger response 502; a quantity such as 32Mi, 1M or 1048576")
 	fl.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil,
@@ -296,8 +296,11 @@ func parseTrustedProxies(list []string) ([]netip.Prefix, error) {
 // ("32Mi", "1M", "1048576"), at most 1 GiB: bodies are held in memory.
 // memoryMargin is the memory beyond --body-memory-budget the ingress's
 // soft memory limit allows for everything else (routes, pools, buffers of
-// idle connections, the runtime).
-const memoryMargin = 96 << 20
+// idle connections, the runtime, garbage of grown buffers). The limit
+// counts the runtime's memory only; the binary's own pages (about 45 MiB
+// resident) come on top, so the default budget plus this margin (160 MiB)
+// keeps the process's RSS under 256 MB under the body attacks.
+const memoryMargin = 64 << 20
 
 func parseByteSize(s string) (int, error) {
 	q, err := resource.ParseQuantity(s)

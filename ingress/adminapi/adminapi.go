@@ -32,6 +32,10 @@ type RouteState struct {
 	NoEndpoint uint64 `json:"no_endpoint"`
 	// UpstreamErrors counts 502 and 504 answers since the last reset.
 	UpstreamErrors uint64 `json:"upstream_errors"`
+	// ClientAborts counts requests whose client hung up before the answer
+	// (499, not an upstream error) since the last reset; left out at 0, so
+	// states of runs without any read as before.
+	ClientAborts uint64 `json:"client_aborts,omitempty"`
 	// Policy holds the policy's counters (picks per endpoint, fallbacks,
 	// probe outcomes, pool size).
 	Policy loadbalancer.Stats `json:"policy"`

@@ -135,6 +135,7 @@ func (s State) VerifyReset() error {
 		bad("requests", r.Requests)
 		bad("no_endpoint", r.NoEndpoint)
 		bad("upstream_errors", r.UpstreamErrors)
+		bad("client_aborts", r.ClientAborts)
 		p := r.Policy
 		bad("policy.pool_size", uint64(max(p.PoolSize, 0)))
 		bad("policy.picks", p.Picks)

@@ -57,6 +57,7 @@ type Metrics struct {
 	ReconcileDuration prometheus.Histogram
 	RouteConflicts    prometheus.Counter
 	UpstreamErrors    *prometheus.CounterVec // route, kind
+	ClientAborts      *prometheus.CounterVec // route
 	OutlierEjections  *prometheus.CounterVec // route, reason
 	OutlierReturns    *prometheus.CounterVec // route
 	RejectedPaths     prometheus.Counter
@@ -124,6 +125,10 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "prequal_upstream_errors_total",
 			Help: "Failed exchanges with backends by route and kind: timeout (no headers in time, 504), failed (connection or exchange, 502), body (the body broke off after the headers).",
 		}, []string{LabelRoute, LabelKind}),
+		ClientAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prequal_client_aborts_total",
+			Help: "Requests whose client hung up while they waited for the backend, by route: the backend connection was closed, nothing was answered (counted in prequal_requests_total with code 499, as nginx logs them).",
+		}, []string{LabelRoute}),
 		OutlierEjections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prequal_outlier_ejections_total",
 			Help: "Endpoints ejected by outlier detection, by route and reason: consecutive (failures in a row) or success_rate (an outlier across the route).",
@@ -162,7 +167,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 	}
 	for _, c := range []prometheus.Collector{
 		m.Requests, m.RequestDuration, m.Selections, m.Fallbacks, m.ProbesSent, m.ProbeResults,
-		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.RejectedPaths,
+		m.ProbeDuration, m.NoRoute, m.Reconciles, m.ReconcileDuration, m.RouteConflicts, m.UpstreamErrors, m.ClientAborts, m.RejectedPaths,
 		m.ClientErrors, m.Panics, m.BodyBudgetRefusals,
 		m.OutlierEjections, m.OutlierReturns, &m.gauges,
 	} {
@@ -188,6 +193,7 @@ func (m *Metrics) DeleteRoute(route string) {
 	m.ProbeResults.DeletePartialMatch(l)
 	m.ProbeDuration.DeletePartialMatch(l)
 	m.UpstreamErrors.DeletePartialMatch(l)
+	m.ClientAborts.DeletePartialMatch(l)
 	m.OutlierEjections.DeletePartialMatch(l)
 	m.OutlierReturns.DeletePartialMatch(l)
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,7 +44,10 @@ func freePorts(t *testing.T, n int) []string {
 	return ports
 }
 
-// start runs a process until the test ends.
+// start runs a process in a process group of its own until the test
+// ends; then the group gets SIGTERM, and SIGKILL what is left after 10 s.
+// The group, not the process: nginx's workers (and those a reload starts)
+// outlive a killed master and keep its ports.
 func start(t *testing.T, log string, name string, args ...string) {
 	t.Helper()
 	f, err := os.Create(log)
@@ -52,13 +56,43 @@ func start(t *testing.T, log string, name string, args ...string) {
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	pgid := cmd.Process.Pid
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // workers left over, if any
+		<-done
 		f.Close()
+	})
+}
+
+// requirePortFreeAtEnd checks, once the test's processes are stopped,
+// that nothing listens on 127.0.0.1:port any more. Registered before the
+// processes are started, it runs after their cleanups.
+func requirePortFreeAtEnd(t *testing.T, port string) {
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			l, err := net.Listen("tcp", "127.0.0.1:"+port)
+			if err == nil {
+				l.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("127.0.0.1:%s still taken after the test: %v", port, err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	})
 }
 
@@ -145,6 +179,7 @@ func TestE2E_NginxExample(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(prefix, "balance.conf"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	requirePortFreeAtEnd(t, p[0])
 	start(t, filepath.Join(dir, "nginx.log"), "nginx", "-p", prefix, "-c", "nginx.conf", "-g", "daemon off;")
 	waitHTTP(t, "http://127.0.0.1:"+p[0]+"/healthz")
 

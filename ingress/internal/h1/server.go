@@ -19,6 +19,9 @@ type Exchange struct {
 	// Remote is the client's address (the zero value for a connection that
 	// is not TCP).
 	Remote netip.AddrPort
+	// Client is the client's connection, for a handler that watches it or
+	// closes it to give up on a client that left (then no answer is sent).
+	Client net.Conn
 	// Out is scratch space for the handler (the request as it goes
 	// upstream), kept with the connection.
 	Out []byte
@@ -138,6 +141,11 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		backoff = 0
 		c := &conn{nc: nc}
+		// Waiting for its first request from the start, so it can be shed
+		// before its goroutine first runs (on a busy host, the newest
+		// connections of a flood had not run yet and none could be shed).
+		c.idleSince.Store(time.Now().UnixNano())
+		c.state.Store(stateIdle)
 		switch s.track(c) {
 		case trackShutdown:
 			nc.Close()
@@ -287,6 +295,7 @@ func (s *Server) serve(c *conn) {
 	defer s.untrack(c)
 	defer c.nc.Close()
 	c.br = NewReader(c.nc, s.maxHead())
+	c.x.Client = c.nc
 	if a, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
 		c.x.Remote = a.AddrPort()
 	}
@@ -295,10 +304,15 @@ func (s *Server) serve(c *conn) {
 	c.br.ChargeTo(&x.Charge)
 	defer x.Charge.Release()
 	for answered := false; ; answered = true {
-		// Wait for the next request's first byte, idle.
-		c.idleSince.Store(time.Now().UnixNano())
-		if !c.state.CompareAndSwap(stateActive, stateIdle) {
-			return // shed at MaxConns or closed by Shutdown
+		// Wait for the next request's first byte, idle (a new connection
+		// is idle from its accept).
+		if answered {
+			c.idleSince.Store(time.Now().UnixNano())
+			if !c.state.CompareAndSwap(stateActive, stateIdle) {
+				return // shed at MaxConns or closed by Shutdown
+			}
+		} else if c.state.Load() != stateIdle {
+			return // shed or closed by Shutdown before it started
 		}
 		if s.shutdown.Load() {
 			if answered {

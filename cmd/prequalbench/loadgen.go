@@ -27,7 +27,7 @@ func newLoadgenCommand() *cobra.Command {
 	var spec string
 	c := &cobra.Command{
 		Use:    "loadgen",
-		Short:  "Run one shard of a run's load and print its accounting as one JSON line (the campaign's in-cluster generators)",
+		Short:  "Run one shard of a run's load and print its accounting to the log in checksummed chunks (the campaign's in-cluster generators)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

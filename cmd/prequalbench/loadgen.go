@@ -13,6 +13,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/env/kube"
+	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/load"
 	"github.com/prequalbench/prequalbench/load/remote"
 	"github.com/prequalbench/prequalbench/scenario"
@@ -103,6 +104,10 @@ func init() {
 			if f.generatorLead != 0 && (f.generatorLead < time.Second || f.generatorLead > 30*time.Minute) {
 				return nil, badInput(fmt.Errorf("--generator-lead: got %v, want 1s to 30m", f.generatorLead))
 			}
+			placement, err := generatorPlacement(f)
+			if err != nil {
+				return nil, badInput(err)
+			}
 			factory, err := mk(ctx, f, msg)
 			if err != nil {
 				return nil, err
@@ -120,7 +125,7 @@ func init() {
 				if !ok {
 					return e, fmt.Errorf("--generators: the %s environment is not a cluster environment", name)
 				}
-				return k.InClusterLoad(n, f.generatorLead), nil
+				return k.InClusterLoad(n, f.generatorLead, placement), nil
 			}, nil
 		}
 	}
@@ -133,4 +138,17 @@ func generatorCount(envName string, f *campaignRunFlags, s *scenario.Scenario) i
 		return f.generators
 	}
 	return s.Load.GeneratorsFor(envName)
+}
+
+// generatorPlacement is the generators' placement from the flags.
+func generatorPlacement(f *campaignRunFlags) (deploy.LoadgenPlacement, error) {
+	p := deploy.LoadgenPlacement{NodeSelector: f.generatorNodeSelector, OnePerNode: f.generatorOnePerNode}
+	for _, s := range f.generatorTolerations {
+		t, err := deploy.ParseToleration(s)
+		if err != nil {
+			return p, err
+		}
+		p.Tolerations = append(p.Tolerations, t)
+	}
+	return p, p.Validate()
 }

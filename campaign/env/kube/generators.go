@@ -58,6 +58,9 @@ type Generators struct {
 	// second late, so waiting on for the whole window only delays the
 	// error.
 	StartGrace time.Duration
+	// Placement chooses the generators' nodes (node selector,
+	// tolerations, one per node).
+	Placement deploy.LoadgenPlacement
 
 	runs int
 }
@@ -152,7 +155,8 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	}
 	jobs, err := deploy.LoadgenJobs(deploy.LoadgenOptions{
 		Namespace: g.Namespace, Image: g.Image, Run: run, Specs: specs,
-		Deadline: g.Lead + cfg.Warmup + cfg.Window() + 2*timeout + time.Minute,
+		Deadline:  g.Lead + cfg.Warmup + cfg.Window() + 2*timeout + time.Minute,
+		Placement: g.Placement,
 	})
 	if err != nil {
 		return nil, err
@@ -390,7 +394,7 @@ func (w *WithGenerators) Facts() artifacts.Environment {
 	}
 	f.Load = &artifacts.LoadPath{
 		Path: artifacts.LoadFromGenerators, Generators: w.Gen.Count, URLs: []string{w.Gen.ProxyURL},
-		Via: fmt.Sprintf("the ingress Service from Jobs in namespace %s", w.Gen.Namespace),
+		Via: fmt.Sprintf("the ingress Service from Jobs in namespace %s, %s", w.Gen.Namespace, w.Gen.Placement.Describe()),
 	}
 	return f
 }
@@ -431,10 +435,10 @@ func (g *Generators) CheckAccess(ctx context.Context) ([]string, error) {
 // InClusterLoad returns e with its load sent by n generator Jobs in the
 // workload namespace, running the ingress image (the project's binary),
 // to the ingress Service's proxy port, starting lead after their
-// creation (0: the default, 30s).
-func (e *Env) InClusterLoad(n int, lead time.Duration) *WithGenerators {
+// creation (0: the default, 30s), on the nodes placement allows.
+func (e *Env) InClusterLoad(n int, lead time.Duration, placement deploy.LoadgenPlacement) *WithGenerators {
 	return &WithGenerators{Env: e, Gen: &Generators{
-		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n, Lead: lead,
+		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n, Lead: lead, Placement: placement,
 		ConnectionCap: e.opts.Scenario.Load.ConnectionCap(),
 		ProxyURL:      fmt.Sprintf("http://%s.%s.svc:%d", manifests.IngressName, manifests.SystemNamespace, manifests.ProxyPort),
 	}}

@@ -75,7 +75,15 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 	cfg.OnSecond = func(load.Second) { r.progress.Second() }
 	_, lists := r.env.(env.ProcessLister)
 	sampleHost, hostNote := hostCheckPlan(drivesItsLoad, lists)
-	if sampleHost {
+	cpus := hostCPUs()
+	var cpuPlan *env.CPUPlan
+	if cs, ok := r.env.(env.CPUSampler); ok {
+		// A cluster samples what serves the run itself (its nodes, or
+		// this host under kind) and says what it sampled.
+		p := cs.PlanCPU(ctx)
+		cpuPlan, cfg.SampleCPU, cpus = &p, p.Sample, max(p.CPUs, 1)
+		defer p.Stop()
+	} else if sampleHost {
 		cfg.SampleCPU = r.cpuSampler()
 	}
 	if cfg.Warmup > 0 {
@@ -111,9 +119,15 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after); err != nil {
 		return err
 	}
+	if cr, ok := r.env.(env.ClockReporter); ok && drivesItsLoad {
+		run.GeneratorClocks = cr.GeneratorClocks()
+	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, hostCPUs())
-	if run.Validity.HostCheck == artifacts.HostCheckNotMeasured {
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, cpus)
+	switch {
+	case cpuPlan != nil:
+		run.Validity.HostCheckNote = cpuPlan.Note()
+	case run.Validity.HostCheck == artifacts.HostCheckNotMeasured:
 		run.Validity.HostCheckNote = hostNote
 	}
 	for _, h := range []struct {

@@ -216,6 +216,9 @@ func LoadgenJobs(o LoadgenOptions) ([]*batchv1.Job, error) {
 							// which defaults to Always) is never pulled.
 							ImagePullPolicy: corev1.PullIfNotPresent,
 							Args:            []string{"loadgen"},
+							// Its clock, for the campaign's offset
+							// measurement through the pod proxy.
+							Ports: []corev1.ContainerPort{{Name: "clock", ContainerPort: remote.ClockPort, Protocol: corev1.ProtocolTCP}},
 							SecurityContext: &corev1.SecurityContext{
 								AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -25,7 +27,7 @@ func init() { subcommands = append(subcommands, newLoadgenCommand) }
 // newLoadgenCommand is the in-cluster load generator: the campaign runs
 // it as the pods of a generator Job and reads its report from the log.
 func newLoadgenCommand() *cobra.Command {
-	var spec string
+	var spec, clockAddr string
 	c := &cobra.Command{
 		Use:    "loadgen",
 		Short:  "Run one shard of a run's load and print its accounting to the log in checksummed chunks (the campaign's in-cluster generators)",
@@ -47,6 +49,19 @@ func newLoadgenCommand() *cobra.Command {
 				return badInput(fmt.Errorf("--spec: %w", err))
 			}
 			out := cmd.OutOrStdout()
+			// The clock endpoint the campaign measures this pod's clock
+			// offset by, through the API server's pod proxy; without it
+			// the offset goes unmeasured and the campaign records why.
+			if ln, err := net.Listen("tcp", clockAddr); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "loadgen: clock endpoint: %v\n", err)
+			} else {
+				srv := &http.Server{Handler: remote.ClockHandler(time.Now), ReadHeaderTimeout: 5 * time.Second}
+				go func() { _ = srv.Serve(ln) }()
+				defer srv.Close()
+				if clockListening != nil {
+					clockListening(ln.Addr().String())
+				}
+			}
 			rep := remote.Report{Shard: s.Shard, Shards: s.Shards}
 			res, err := runShard(cmd, s)
 			if err == nil {
@@ -62,8 +77,12 @@ func newLoadgenCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&spec, "spec", "", "the shard to run as JSON, or @FILE (default $PREQUALBENCH_LOADGEN_SPEC)")
+	c.Flags().StringVar(&clockAddr, "clock-addr", fmt.Sprintf(":%d", remote.ClockPort), "where to serve this generator's clock ("+remote.ClockPath+") for the campaign's offset measurement")
 	return c
 }
+
+// clockListening, when set (tests), is told the clock endpoint's address.
+var clockListening func(addr string)
 
 // runShard waits for the common start time, then runs the shard.
 func runShard(cmd *cobra.Command, s remote.Spec) (*load.Result, error) {

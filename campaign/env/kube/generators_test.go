@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +35,13 @@ type kubeletStandIn struct {
 	logs map[string]string
 	seen map[string]bool
 	jobs atomic.Int32
+	// offset is how far the generators' clocks are off this machine's.
+	offset time.Duration
+}
+
+// clock is a running generator's clock endpoint, offset as set.
+func (s *kubeletStandIn) clock(context.Context, string, string) (time.Time, error) {
+	return time.Now().Add(s.offset), nil
 }
 
 func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Interface, ns string) {
@@ -63,6 +72,11 @@ func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Int
 			p, err := k.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				t.Errorf("job %s: create pod: %v", j.Name, err)
+				continue
+			}
+			p.Status.Phase = corev1.PodRunning
+			if p, err = k.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Errorf("pod %s: status: %v", pod.Name, err)
 				continue
 			}
 			wg.Add(1)
@@ -123,7 +137,7 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 	defer func() { stopStandIn(); <-standDone }()
 
 	g := &Generators{Kube: k, Namespace: ns, Image: "prequalbench/ingress:dev", Count: 4, ProxyURL: srv.URL,
-		Lead: 500 * time.Millisecond, Poll: 50 * time.Millisecond, Logs: standIn.log}
+		Lead: 500 * time.Millisecond, Poll: 50 * time.Millisecond, Logs: standIn.log, Clock: standIn.clock}
 	var starts, ends atomic.Int32
 	cfg := load.Config{
 		// Two addresses seen from this machine, at most 3 connections
@@ -134,9 +148,20 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 		Warmup: 200 * time.Millisecond, WarmupRate: 100, Seed: 11, MaxConnections: 3,
 		OnWindowStart: func() { starts.Add(1) }, OnWindowEnd: func() { ends.Add(1) },
 	}
-	res, err := (&WithGenerators{Gen: g}).RunLoad(ctx, cfg)
+	w := &WithGenerators{Gen: g}
+	res, err := w.RunLoad(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every generator's clock was measured against this machine's.
+	clocks := w.GeneratorClocks()
+	if len(clocks) != 4 {
+		t.Errorf("%d clock readings, want 4: %+v", len(clocks), clocks)
+	}
+	for i, c := range clocks {
+		if c.Shard != i || c.Error != "" || c.Pod == "" || math.Abs(c.OffsetMS) > 50 {
+			t.Errorf("clock of shard %d: %+v", i, c)
+		}
 	}
 	if standIn.jobs.Load() != 4 {
 		t.Errorf("%d Jobs created, want 4", standIn.jobs.Load())
@@ -190,11 +215,55 @@ func TestGeneratorsReportError(t *testing.T) {
 	go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
 	defer func() { cancel(); <-done }()
 	g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 2, ProxyURL: "http://127.0.0.1:1",
-		Lead: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn.log}
+		Lead: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn.log, Clock: standIn.clock}
 	// A negative timeout is refused by the engine in every shard.
 	cfg := load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}, Timeout: -1}
 	if _, err := g.Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Errorf("run: %v, want the generators' error", err)
+	}
+}
+
+// A generator whose clock is further off this machine's than the bound
+// fails the run before its start, with the measured offset and the bound;
+// one whose clock cannot be read is recorded as not measured.
+func TestGeneratorsRefuseASkewedClock(t *testing.T) {
+	k := fake.NewClientset()
+	standIn := &kubeletStandIn{offset: 300 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
+	defer func() { cancel(); <-done }()
+	var started atomic.Bool
+	g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 2, ProxyURL: "http://127.0.0.1:1",
+		Lead: 2 * time.Second, Poll: 20 * time.Millisecond, Logs: standIn.log, Clock: standIn.clock}
+	cfg := load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}},
+		OnWindowStart: func() { started.Store(true) }}
+	_, err := g.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "its clock is +300") || !strings.Contains(err.Error(), "beyond the 100ms") {
+		t.Errorf("run with a clock 300 ms ahead: %v; want it refused, naming the offset and the bound", err)
+	}
+	if started.Load() {
+		t.Error("the window started before the skewed clock was refused")
+	}
+
+	standIn2 := &kubeletStandIn{}
+	k2 := fake.NewClientset()
+	done2 := make(chan struct{})
+	ctx2, cancel2 := context.WithCancel(ctx)
+	go func() { defer close(done2); standIn2.run(ctx2, t, k2, "ns") }()
+	defer func() { cancel2(); <-done2 }()
+	g2 := &Generators{Kube: k2, Namespace: "ns", Image: "x", Count: 1, ProxyURL: "http://127.0.0.1:1",
+		Lead: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn2.log,
+		Clock: func(context.Context, string, string) (time.Time, error) {
+			return time.Time{}, errors.New("pods/proxy forbidden")
+		}}
+	w := &WithGenerators{Gen: g2}
+	if _, err := w.RunLoad(ctx, load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := w.GeneratorClocks(); len(c) != 1 || !strings.Contains(c[0].Error, "not measured") || !strings.Contains(c[0].Error, "pods/proxy forbidden") {
+		t.Errorf("unreadable clock recorded as %+v", c)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -148,10 +149,25 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 		Warmup: 200 * time.Millisecond, WarmupRate: 100, Seed: 11, MaxConnections: 3,
 		OnWindowStart: func() { starts.Add(1) }, OnWindowEnd: func() { ends.Add(1) },
 	}
+	// The environment's CPU readings (node sampling) are taken on this
+	// machine's clock, a baseline and one per second, and land in the
+	// merged series' rows.
+	var samples atomic.Int32
+	cfg.SampleCPU = func() *load.CPU {
+		n := samples.Add(1)
+		return &load.CPU{HostIdle: float64(40 + n)}
+	}
 	w := &WithGenerators{Gen: g}
 	res, err := w.RunLoad(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(res.Series) != 1 || res.Series[0].CPU == nil || res.Series[0].CPU.HostIdle != 42 || samples.Load() != 2 {
+		cpu := "none"
+		if len(res.Series) > 0 && res.Series[0].CPU != nil {
+			cpu = fmt.Sprint(*res.Series[0].CPU)
+		}
+		t.Errorf("%d rows, first row's CPU %s, %d samples; want 1 row with the second reading (idle 42) of 2", len(res.Series), cpu, samples.Load())
 	}
 	// Every generator's clock was measured against this machine's.
 	clocks := w.GeneratorClocks()

@@ -25,6 +25,9 @@ const (
 	LoadgenShard    = "prequalbench.dev/loadgen-shard"
 	// LoadgenContainer is the container whose log holds the report.
 	LoadgenContainer = "loadgen"
+	// BackendApp is the backend pods' app.kubernetes.io/name (the
+	// manifests' workload), which AvoidBackends keeps generators from.
+	BackendApp = "prequal-backend"
 )
 
 // LoadgenOptions describe one run's generator Jobs.
@@ -56,6 +59,10 @@ type LoadgenPlacement struct {
 	// the hostname) instead of preferring them: with fewer eligible nodes
 	// than generators the surplus stays Pending and the run fails.
 	OnePerNode bool `json:"one_per_node,omitempty"`
+	// AvoidBackends keeps them off the nodes running backend pods of
+	// their namespace (required anti-affinity), so the load is not sent
+	// from the machines it measures.
+	AvoidBackends bool `json:"avoid_backends,omitempty"`
 }
 
 // Validate checks the labels and tolerations as the API server would,
@@ -97,6 +104,9 @@ func (p LoadgenPlacement) Describe() string {
 		parts = append(parts, "one per node (required)")
 	} else {
 		parts = append(parts, "preferring distinct nodes")
+	}
+	if p.AvoidBackends {
+		parts = append(parts, "off the backends' nodes")
 	}
 	if len(p.NodeSelector) > 0 {
 		var sel []string
@@ -148,14 +158,19 @@ func (p LoadgenPlacement) affinity(run string) *corev1.Affinity {
 		TopologyKey:   corev1.LabelHostname,
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LoadgenRunLabel: run}},
 	}
+	aa := &corev1.PodAntiAffinity{}
 	if p.OnePerNode {
-		return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term},
-		}}
+		aa.RequiredDuringSchedulingIgnoredDuringExecution = []corev1.PodAffinityTerm{term}
+	} else {
+		aa.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}}
 	}
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}},
-	}}
+	if p.AvoidBackends {
+		aa.RequiredDuringSchedulingIgnoredDuringExecution = append(aa.RequiredDuringSchedulingIgnoredDuringExecution, corev1.PodAffinityTerm{
+			TopologyKey:   corev1.LabelHostname,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{manifests.LabelName: BackendApp}},
+		})
+	}
+	return &corev1.Affinity{PodAntiAffinity: aa}
 }
 
 // LoadgenJobs renders one Job per shard. A Job never retries

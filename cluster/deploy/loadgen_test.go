@@ -10,8 +10,11 @@ import (
 	"github.com/prequalbench/prequalbench/internal/kubetest"
 	"github.com/prequalbench/prequalbench/load"
 	"github.com/prequalbench/prequalbench/load/remote"
+	"github.com/prequalbench/prequalbench/manifests"
+	"github.com/prequalbench/prequalbench/scenario"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Each shard's Job runs `loadgen` with its own spec, never retries (a
@@ -94,6 +97,14 @@ func TestLoadgenPlacement(t *testing.T) {
 		aa.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels[LoadgenRunLabel] != "r" {
 		t.Errorf("one per node: anti-affinity %+v", aa)
 	}
+	// Off the backends' nodes: a required term against the backend pods.
+	jobs, _ = LoadgenJobs(LoadgenOptions{Namespace: "ns", Image: "i", Run: "r", Specs: placementSpecs(), Deadline: time.Minute,
+		Placement: LoadgenPlacement{AvoidBackends: true}})
+	aa = jobs[0].Spec.Template.Spec.Affinity.PodAntiAffinity
+	if len(aa.RequiredDuringSchedulingIgnoredDuringExecution) != 1 || len(aa.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		aa.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels[manifests.LabelName] != BackendApp {
+		t.Errorf("avoid backends: anti-affinity %+v", aa)
+	}
 	jobs, _ = LoadgenJobs(LoadgenOptions{Namespace: "ns", Image: "i", Run: "r", Specs: placementSpecs(), Deadline: time.Minute})
 	if aa := jobs[0].Spec.Template.Spec.Affinity.PodAntiAffinity; len(aa.RequiredDuringSchedulingIgnoredDuringExecution) != 0 || len(aa.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
 		t.Errorf("default: anti-affinity %+v, want preferred only", aa)
@@ -130,7 +141,7 @@ func TestLoadgenPlacementErrors(t *testing.T) {
 func TestLoadgenPlacementOnRealAPIServer(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
-	p := LoadgenPlacement{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, OnePerNode: true,
+	p := LoadgenPlacement{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, OnePerNode: true, AvoidBackends: true,
 		Tolerations: []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
 	jobs, err := LoadgenJobs(LoadgenOptions{Namespace: ns, Image: "prequalbench/ingress:dev", Run: "p1", Specs: placementSpecs(), Deadline: time.Minute, Placement: p})
 	if err != nil {
@@ -142,8 +153,35 @@ func TestLoadgenPlacementOnRealAPIServer(t *testing.T) {
 			t.Fatalf("the API server refused Job %s: %v", j.Name, err)
 		}
 		ps := got.Spec.Template.Spec
-		if ps.NodeSelector["kubernetes.io/os"] != "linux" || len(ps.Tolerations) != 1 || len(ps.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		if ps.NodeSelector["kubernetes.io/os"] != "linux" || len(ps.Tolerations) != 1 || len(ps.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 2 {
 			t.Errorf("Job %s stored as %+v", j.Name, ps)
 		}
+	}
+}
+
+// BackendApp is the label the workload's backend pods really carry, so
+// AvoidBackends's anti-affinity matches them.
+func TestBackendAppMatchesTheWorkload(t *testing.T) {
+	s, err := scenario.Catalogue("quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifests.Workload(s, manifests.WorkloadOptions{Image: "b:1", Algorithm: "round-robin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+		if labels[manifests.LabelName] != BackendApp {
+			t.Errorf("Deployment %s: pod label %s=%q, want %q", o.GetName(), manifests.LabelName, labels[manifests.LabelName], BackendApp)
+		}
+		found = true
+	}
+	if !found {
+		t.Fatal("the workload has no Deployment")
 	}
 }

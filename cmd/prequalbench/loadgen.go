@@ -161,7 +161,7 @@ func generatorCount(envName string, f *campaignRunFlags, s *scenario.Scenario) i
 
 // generatorPlacement is the generators' placement from the flags.
 func generatorPlacement(f *campaignRunFlags) (deploy.LoadgenPlacement, error) {
-	p := deploy.LoadgenPlacement{NodeSelector: f.generatorNodeSelector, OnePerNode: f.generatorOnePerNode}
+	p := deploy.LoadgenPlacement{NodeSelector: f.generatorNodeSelector, OnePerNode: f.generatorOnePerNode, AvoidBackends: f.generatorAvoidBackend}
 	for _, s := range f.generatorTolerations {
 		t, err := deploy.ParseToleration(s)
 		if err != nil {

@@ -188,7 +188,7 @@ func (n *nodeCPU) pods(ctx context.Context) ([]podRef, error) {
 				g = groupIngress
 			case p.Labels[manifests.LabelName] == deploy.LoadgenName:
 				g = groupGenerator
-			case p.Labels[manifests.LabelName] == "prequal-backend":
+			case p.Labels[manifests.LabelName] == deploy.BackendApp:
 				g = groupBackend
 			}
 			out = append(out, podRef{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, group: g})

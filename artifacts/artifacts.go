@@ -162,9 +162,11 @@ type LoadPath struct {
 	Path string `json:"path"`
 	// Generators is the number of generator Jobs (LoadFromGenerators).
 	Generators int `json:"generators,omitempty"`
-	// MaxClockSkewMS is the bound on a generator's clock offset (offset
-	// plus half the round trip) above which a run is refused; each run's
-	// measured offsets are in its run.json (GeneratorClocks).
+	// MaxClockSkewMS is the bound on a generator's clock offset: a run
+	// whose measured offset less half the round trip exceeds it is
+	// refused, one whose measurement was too coarse to show it within
+	// records that (GeneratorClock.Unresolved); each run's measured
+	// offsets are in its run.json (GeneratorClocks).
 	MaxClockSkewMS float64 `json:"max_clock_skew_ms,omitempty"`
 	// URLs are the base URLs the load was sent to: the ingress Service's
 	// in-cluster URL for generators; from the CLI machine the published
@@ -268,6 +270,10 @@ type GeneratorClock struct {
 	RoundTripMS float64 `json:"round_trip_ms"`
 	// Error says why the offset was not measured.
 	Error string `json:"error,omitempty"`
+	// Unresolved says why a measured offset could not be shown within
+	// the campaign's bound (LoadPath.MaxClockSkewMS) although it may be:
+	// the round trip was too slow to tell.
+	Unresolved string `json:"unresolved,omitempty"`
 }
 
 // ImportedK6 is Run.Imported for a run imported from a k6 summary

@@ -17,11 +17,14 @@ import (
 const (
 	ClockPort = 8089
 	ClockPath = "/clock"
-	// MaxClockSkew bounds a generator's measured offset plus half the
-	// round trip (what the measurement cannot rule out): above it the
-	// run is refused. 100 ms is a tenth of a row of the per-second
-	// series; the window's state snapshots, taken on the campaign's
-	// clock, are then within it of the generators' window.
+	// MaxClockSkew bounds a generator's clock offset. A run is refused
+	// when the offset is certainly above it (ClockReading.Least); when
+	// the measurement is too coarse to tell (Least below it, Bound
+	// above), the run goes on and its reading says so, so a slow API
+	// server proxy never passes for a skewed clock. 100 ms is a tenth of
+	// a row of the per-second series; the window's state snapshots, taken
+	// on the campaign's clock, are then within it of the generators'
+	// window.
 	MaxClockSkew = 100 * time.Millisecond
 	// ClockSamples is how many round trips a measurement makes; the one
 	// with the shortest round trip is kept (the tightest bound).
@@ -62,6 +65,13 @@ type ClockReading struct {
 // Bound is the largest offset the reading cannot rule out.
 func (r ClockReading) Bound() time.Duration {
 	return max(r.Offset, -r.Offset) + r.RoundTrip/2
+}
+
+// Least is the smallest offset the reading allows: the size of the
+// offset less half the round trip, or 0 when that is negative (the
+// clocks may agree).
+func (r ClockReading) Least() time.Duration {
+	return max(max(r.Offset, -r.Offset)-r.RoundTrip/2, 0)
 }
 
 // MeasureClock asks get for the remote clock samples times, timing each

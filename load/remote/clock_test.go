@@ -39,6 +39,21 @@ func TestMeasureClock(t *testing.T) {
 	if (ClockReading{Offset: -40 * time.Millisecond, RoundTrip: 20 * time.Millisecond}).Bound() != 50*time.Millisecond {
 		t.Error("a negative offset's bound is not its size plus half the round trip")
 	}
+	// The least offset a reading allows is its size less half the round
+	// trip, never below zero: a perfect clock behind a 300 ms round trip
+	// is at least 0 ms off, not 150.
+	for _, c := range []struct {
+		r     ClockReading
+		least time.Duration
+	}{
+		{ClockReading{Offset: -400 * time.Millisecond, RoundTrip: 300 * time.Millisecond}, 250 * time.Millisecond},
+		{ClockReading{Offset: 10 * time.Millisecond, RoundTrip: 300 * time.Millisecond}, 0},
+		{ClockReading{Offset: 120 * time.Millisecond, RoundTrip: 20 * time.Millisecond}, 110 * time.Millisecond},
+	} {
+		if got := c.r.Least(); got != c.least {
+			t.Errorf("%+v: least %v, want %v", c.r, got, c.least)
+		}
+	}
 	_, err = MeasureClock(context.Background(), 2, time.Now, func(context.Context) (time.Time, error) { return time.Time{}, errors.New("no route") })
 	if err == nil {
 		t.Error("no successful round trip gave a reading")

@@ -283,6 +283,50 @@ func TestGeneratorsRefuseASkewedClock(t *testing.T) {
 	}
 }
 
+// A slow API server proxy widens the measurement, it does not skew the
+// clock: a generator with a perfect clock measured through 260 ms round
+// trips (± 130 ms, above the 100 ms bound) runs, and its reading records
+// that it could not be shown within the bound; one certainly beyond the
+// bound (400 ms ahead, ± 130 ms) is still refused.
+func TestGeneratorsSlowProxyIsNotASkewedClock(t *testing.T) {
+	slow := func(ahead time.Duration) func(context.Context, string, string) (time.Time, error) {
+		return func(ctx context.Context, _, _ string) (time.Time, error) {
+			time.Sleep(130 * time.Millisecond)
+			at := time.Now().Add(ahead)
+			time.Sleep(130 * time.Millisecond)
+			return at, nil
+		}
+	}
+	for _, tc := range []struct {
+		ahead   time.Duration
+		refused bool
+	}{{0, false}, {400 * time.Millisecond, true}} {
+		k := fake.NewClientset()
+		standIn := &kubeletStandIn{}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		done := make(chan struct{})
+		go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
+		g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 1, ProxyURL: "http://127.0.0.1:1",
+			Lead: 3 * time.Second, Poll: 20 * time.Millisecond, Logs: standIn.log, Clock: slow(tc.ahead)}
+		w := &WithGenerators{Gen: g}
+		_, err := w.RunLoad(ctx, load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}})
+		cancel()
+		<-done
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), "at least") {
+				t.Errorf("clock %v ahead through a slow proxy: %v; want it refused as certainly off", tc.ahead, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("perfect clock through a slow proxy refused: %v", err)
+		}
+		if c := w.GeneratorClocks(); len(c) != 1 || c[0].Error != "" || !strings.Contains(c[0].Unresolved, "too coarse") {
+			t.Errorf("perfect clock through a slow proxy recorded as %+v; want it unresolved, too coarse", c)
+		}
+	}
+}
+
 // A generator pod whose image cannot be pulled fails the run at once,
 // with the reason and the image, and the Jobs are deleted; a shard whose
 // pod never came fails the run soon after the common start, not after

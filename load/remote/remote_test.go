@@ -174,6 +174,17 @@ func TestReportChunks(t *testing.T) {
 		t.Errorf("reassembled shard %d/%d, %d rows, sent %d", rep.Shard, rep.Shards, len(res.Series), res.Sent)
 	}
 
+	// CRLF line ends and a line the log repeated (a runtime re-sending
+	// after a rotation) leave the report whole.
+	crlf := strings.ReplaceAll(interleaved, "\n", "\r\n")
+	if _, res, err := ReadReport(strings.NewReader(crlf)); err != nil || len(res.Series) != 3600 {
+		t.Errorf("report with CRLF line ends: %v", err)
+	}
+	repeated := strings.Join(lines[:3], "") + lines[2] + strings.Join(lines[3:], "") + lines[len(lines)-1]
+	if _, res, err := ReadReport(strings.NewReader(repeated)); err != nil || len(res.Series) != 3600 {
+		t.Errorf("report with a repeated chunk and end line: %v", err)
+	}
+
 	cases := map[string]struct {
 		log  string
 		want string

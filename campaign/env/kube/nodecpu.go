@@ -54,6 +54,9 @@ type podRef struct {
 type nodeUse struct {
 	capacity, used          float64
 	generator, ingress, bes float64
+	// unread: the node, or one of the campaign's pods on it, had no
+	// reading, so the groups above miss some of the campaign's CPU.
+	unread bool
 }
 
 // nodeSource reads the CPU of one node and of the given pods on it.
@@ -250,11 +253,20 @@ func (n *nodeCPU) read(ctx context.Context) map[string]nodeUse {
 		used, per, err := n.src.read(ctx, node, on)
 		if err != nil {
 			n.fail(node, err)
+			// Kept as unread: a sum over the nodes must not take the
+			// missing node's pods for idle ones.
+			out[node] = nodeUse{capacity: math.NaN(), used: math.NaN(), unread: true}
 			continue
 		}
 		u := nodeUse{capacity: n.nodeCapacity(ctx, node), used: used}
+		var unread []string
 		for _, p := range on {
-			c := per[p.namespace+"/"+p.name]
+			c, ok := per[p.namespace+"/"+p.name]
+			if !ok && p.group != groupOther {
+				// A pod not yet in the kubelet's (or metrics-server's)
+				// stats: its CPU is unknown, not zero.
+				unread = append(unread, p.namespace+"/"+p.name)
+			}
 			switch p.group {
 			case groupGenerator:
 				u.generator += c
@@ -263,6 +275,10 @@ func (n *nodeCPU) read(ctx context.Context) map[string]nodeUse {
 			case groupBackend:
 				u.bes += c
 			}
+		}
+		if len(unread) > 0 {
+			u.unread = true
+			n.fail(node+" (pods)", fmt.Errorf("no CPU reading for %s", strings.Join(unread, ", ")))
 		}
 		out[node] = u
 	}
@@ -417,6 +433,11 @@ func busiestNode(nodes map[string]nodeUse) *load.CPU {
 		if math.IsNaN(cpu.HostIdle) || idle < cpu.HostIdle {
 			cpu.HostIdle = idle
 			cpu.Generator, cpu.Ingress, cpu.Backends = 100*u.generator/u.capacity, 100*u.ingress/u.capacity, 100*u.bes/u.capacity
+			if u.unread {
+				// Some of the campaign's pods on it had no reading: whose
+				// CPU a busy second was is unknown, not outside.
+				cpu.Generator, cpu.Ingress, cpu.Backends = math.NaN(), math.NaN(), math.NaN()
+			}
 		}
 	}
 	return cpu
@@ -452,9 +473,9 @@ func kindPlan(ctx context.Context, n *nodeCPU, src nodeSource, fallback string, 
 			if nodes == nil {
 				return c
 			}
-			var gen, in, be float64
-			for _, nu := range nodes {
-				gen, in, be = gen+nu.generator, in+nu.ingress, be+nu.bes
+			gen, in, be, ok := podsOnThisHost(nodes)
+			if !ok {
+				return c
 			}
 			if math.IsNaN(c.Generator) {
 				c.Generator = 0
@@ -464,4 +485,18 @@ func kindPlan(ctx context.Context, n *nodeCPU, src nodeSource, fallback string, 
 			return c
 		},
 	}
+}
+
+// podsOnThisHost sums the campaign's pods' cores over kind's nodes (all
+// containers on this host) by group; not ok when a node or one of the
+// campaign's pods had no reading, since the sum would then pass the
+// missing CPU off as load from outside the campaign.
+func podsOnThisHost(nodes map[string]nodeUse) (gen, in, be float64, ok bool) {
+	for _, nu := range nodes {
+		if nu.unread {
+			return 0, 0, 0, false
+		}
+		gen, in, be = gen+nu.generator, in+nu.ingress, be+nu.bes
+	}
+	return gen, in, be, true
 }

@@ -106,6 +106,50 @@ func TestNodeCPU_ReadsTheIngressAndGeneratorNodes(t *testing.T) {
 	}
 }
 
+// A node that could not be read, or a campaign pod missing from its
+// node's stats, leaves the campaign's share unknown (NaN, unattributed),
+// never zero: zero would charge the missing pods' CPU to processes
+// outside the campaign and invalidate the run for the wrong reason.
+func TestNodeCPU_UnreadIsUnknownNotZero(t *testing.T) {
+	k := fake.NewClientset(
+		cpuNode("a", "4"), cpuNode("b", "2"),
+		scheduledPod(manifests.SystemNamespace, "ing-0", "a", map[string]string{manifests.LabelName: manifests.IngressName}),
+		scheduledPod("w", "be-0", "b", map[string]string{manifests.LabelName: "prequal-backend"}),
+	)
+	// kind: node b (the backends') does not answer.
+	src := fakeSource{"a": {used: 3.9, pods: map[string]float64{manifests.SystemNamespace + "/ing-0": 1}}}
+	n := &nodeCPU{kube: k, workload: "w", src: src, capacity: map[string]float64{}, failures: map[string]string{}, allNodes: true}
+	if _, _, _, ok := podsOnThisHost(n.read(context.Background())); ok {
+		t.Error("kind: the pods were summed although node b was not read")
+	}
+	// kube: node a is read, but its ingress pod is not in the stats yet.
+	src["a"] = struct {
+		used float64
+		pods map[string]float64
+	}{used: 3.9, pods: map[string]float64{}}
+	n.allNodes = false
+	cpu := busiestNode(n.read(context.Background()))
+	if math.Abs(cpu.HostIdle-2.5) > 1e-9 || !math.IsNaN(cpu.Ingress) || !math.IsNaN(cpu.Backends) || !math.IsNaN(cpu.Generator) {
+		t.Errorf("busiest node with its ingress pod unread: %+v; want idle 2.5 and the groups unknown (NaN)", cpu)
+	}
+	if p := n.problems(); !strings.Contains(p, "no CPU reading for "+manifests.SystemNamespace+"/ing-0") {
+		t.Errorf("the unread pod is not named: %q", p)
+	}
+	// Every node and pod read: the sums are the pods' cores.
+	src["b"] = struct {
+		used float64
+		pods map[string]float64
+	}{used: 1, pods: map[string]float64{"w/be-0": 0.5}}
+	src["a"] = struct {
+		used float64
+		pods map[string]float64
+	}{used: 3.9, pods: map[string]float64{manifests.SystemNamespace + "/ing-0": 1}}
+	n.allNodes = true
+	if gen, in, be, ok := podsOnThisHost(n.read(context.Background())); !ok || gen != 0 || in != 1 || be != 0.5 {
+		t.Errorf("kind with every node read: %v %v %v %v; want 0, 1, 0.5, ok", gen, in, be, ok)
+	}
+}
+
 // minimalEnv is an environment whose CPU sampling is a kube Env's, on
 // the real API server, and whose load goes to a loopback server.
 type minimalEnv struct {

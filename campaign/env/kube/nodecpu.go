@@ -390,10 +390,19 @@ func (p *poller) halt() { p.stop(); <-p.done }
 // run the ingress and the generators: the busiest node's idle share, and
 // the campaign's pods on it. What cannot be read is said in the note.
 func (e *Env) PlanCPU(ctx context.Context) env.CPUPlan {
-	return planCPU(ctx, e.opts.Client.Kube, e.ns, e.opts.Name == "kind")
+	return planCPU(ctx, e.opts.Client.Kube, e.ns, e.opts.Name == "kind", true)
 }
 
-func planCPU(ctx context.Context, k kubernetes.Interface, workload string, onThisHost bool) env.CPUPlan {
+// PlanCPU is the Env's, told whether the generators or this machine
+// send the load.
+func (w *WithGenerators) PlanCPU(ctx context.Context) env.CPUPlan {
+	return planCPU(ctx, w.opts.Client.Kube, w.ns, w.opts.Name == "kind", w.fallback != "")
+}
+
+// planCPU plans the check; cliLoad says this machine sends the load, so
+// on kube (not kind, where this machine is the nodes' host) the note
+// says this machine is not sampled.
+func planCPU(ctx context.Context, k kubernetes.Interface, workload string, onThisHost, cliLoad bool) env.CPUPlan {
 	src, fallback, err := probeSource(ctx, k, workload)
 	var n *nodeCPU
 	if err == nil {
@@ -402,8 +411,12 @@ func planCPU(ctx context.Context, k kubernetes.Interface, workload string, onThi
 	if onThisHost {
 		return kindPlan(ctx, n, src, fallback, err)
 	}
+	unsampled := ""
+	if cliLoad {
+		unsampled = "; this machine, which sent the load, was not sampled (its schedule is checked by the send lag)"
+	}
 	if err != nil {
-		why := "node CPU not readable: " + err.Error()
+		why := "node CPU not readable: " + err.Error() + unsampled
 		return env.CPUPlan{CPUs: 1, Note: func() string { return why }, Stop: func() {}}
 	}
 	p := startPoller(context.WithoutCancel(ctx), n)
@@ -415,8 +428,8 @@ func planCPU(ctx context.Context, k kubernetes.Interface, workload string, onThi
 			n.mu.Lock()
 			nodes := strings.Join(n.lastNodes, ", ")
 			n.mu.Unlock()
-			return fmt.Sprintf("the nodes running the ingress and the generators (%s), from %s%s, the busiest node each second; readings lag by the kubelet's sampling period%s",
-				nodes, src.name(), fallback, n.problems())
+			return fmt.Sprintf("the nodes running the ingress and the generators (%s), from %s%s, the busiest node each second; readings lag by the kubelet's sampling period%s%s",
+				nodes, src.name(), fallback, n.problems(), unsampled)
 		},
 	}
 }

@@ -203,6 +203,17 @@ func TestKindCampaignWithoutNodeCPUSaysSo(t *testing.T) {
 		!strings.Contains(kubePlan.Note(), "kubelet summary API") || !strings.Contains(kubePlan.Note(), "metrics API") {
 		t.Errorf("kube without kubelets: sample %v, note %q; want no sampler and both failures named", kubePlan.Sample != nil, kubePlan.Note())
 	}
+	// The CLI sent the load (no generators): the note says this machine,
+	// whose CPU the load came from, was not sampled; with the generators
+	// in use it does not.
+	if !strings.Contains(kubePlan.Note(), "this machine, which sent the load, was not sampled") {
+		t.Errorf("kube with the load from this machine: note %q does not say this machine was not sampled", kubePlan.Note())
+	}
+	genPlan := (&WithGenerators{Env: &Env{opts: Options{Name: "kube", Client: c}, ns: ns}}).PlanCPU(ctx)
+	genPlan.Stop()
+	if strings.Contains(genPlan.Note(), "this machine") {
+		t.Errorf("kube with in-cluster generators: note %q speaks of this machine", genPlan.Note())
+	}
 
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()

@@ -96,3 +96,37 @@ func TestRun_EnvironmentSamplesItsOwnCPU(t *testing.T) {
 		})
 	}
 }
+
+// A check that read only some of the window's seconds (nodes that stopped
+// answering) says how many in its note, so "passed" on a few readings is
+// not read as a check of the whole window.
+func TestRun_PartlyReadHostCheckSaysHowMuch(t *testing.T) {
+	var calls atomic.Int32
+	ce := &cpuEnv{fakeEnv: newFakeEnv(t), plan: func() env.CPUPlan {
+		return env.CPUPlan{CPUs: 1, Note: func() string { return "fake nodes" },
+			Sample: func() *load.CPU {
+				if calls.Add(1) == 3 { // the window's second row
+					return &load.CPU{HostIdle: math.NaN(), Generator: math.NaN(), Ingress: math.NaN(), Backends: math.NaN()}
+				}
+				return &load.CPU{HostIdle: 60, Generator: 5, Ingress: 20, Backends: 10}
+			}}
+	}}
+	s := tinyScenario(t)
+	s.Protocol.Algorithms, s.Protocol.Reps = s.Protocol.Algorithms[:1], 1
+	s.Load.Open[0].Duration = "3s"
+	res, err := Run(context.Background(), Options{Scenario: s, OutDir: t.TempDir(), Now: fixedNow,
+		Env: func(string, *scenario.Scenario, uint64) (env.Environment, error) { return ce, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Runs {
+		var run artifacts.Run
+		if err := artifacts.ReadJSON(filepath.Join(res.Dir, filepath.FromSlash(r.Dir), artifacts.RunFile), &run); err != nil {
+			t.Fatal(err)
+		}
+		if run.Validity.HostCheck != artifacts.HostCheckPassed || !strings.HasPrefix(run.Validity.HostCheckNote, "fake nodes; only ") ||
+			!strings.Contains(run.Validity.HostCheckNote, "seconds had a reading, the rest went unchecked") {
+			t.Errorf("run %d: host check %q, note %q; want passed, saying how many seconds were read", run.Index, run.Validity.HostCheck, run.Validity.HostCheckNote)
+		}
+	}
+}

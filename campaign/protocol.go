@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -126,7 +127,7 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, cpus)
 	switch {
 	case cpuPlan != nil:
-		run.Validity.HostCheckNote = cpuPlan.Note()
+		run.Validity.HostCheckNote = cpuPlan.Note() + unreadSeconds(res.Series, run.Validity.HostCheck)
 	case run.Validity.HostCheck == artifacts.HostCheckNotMeasured:
 		run.Validity.HostCheckNote = hostNote
 	}
@@ -162,6 +163,25 @@ const (
 	noteLoadDriven = "the environment drove the load, not this host"
 	noteNotListed  = "this environment's processes are not on this host's process list"
 )
+
+// unreadSeconds says how few of the window's seconds the check read when
+// it judged only some of them, so a check passed on a few readings is not
+// taken for one over the whole window.
+func unreadSeconds(series []load.Second, check string) string {
+	if check == artifacts.HostCheckNotMeasured || len(series) == 0 {
+		return ""
+	}
+	read := 0
+	for _, s := range series {
+		if s.CPU != nil && !math.IsNaN(s.CPU.HostIdle) {
+			read++
+		}
+	}
+	if read == len(series) {
+		return ""
+	}
+	return fmt.Sprintf("; only %d of the window's %d seconds had a reading, the rest went unchecked", read, len(series))
+}
 
 // hostCheckPlan says whether a run samples the host's CPU, and if not,
 // why. The check must know whose CPU it was: where the environment cannot

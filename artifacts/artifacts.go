@@ -162,6 +162,12 @@ type LoadPath struct {
 	Path string `json:"path"`
 	// Generators is the number of generator Jobs (LoadFromGenerators).
 	Generators int `json:"generators,omitempty"`
+	// MaxClockSkewMS is the bound on a generator's clock offset: a run
+	// whose measured offset less half the round trip exceeds it is
+	// refused, one whose measurement was too coarse to show it within
+	// records that (GeneratorClock.Unresolved); each run's measured
+	// offsets are in its run.json (GeneratorClocks).
+	MaxClockSkewMS float64 `json:"max_clock_skew_ms,omitempty"`
 	// URLs are the base URLs the load was sent to: the ingress Service's
 	// in-cluster URL for generators; from the CLI machine the published
 	// NodePort, LoadBalancer or --proxy-url address, or the loopback
@@ -240,12 +246,34 @@ type Run struct {
 	// host or the load generator (schema v2; absent in v1 artifacts, where
 	// it reads as invalid with no reasons: check the schema version).
 	Validity Validity `json:"validity"`
+	// GeneratorClocks are the in-cluster generators' clock offsets
+	// against the campaign's, measured before the run's start (empty when
+	// the load came from the campaign's own process).
+	GeneratorClocks []GeneratorClock `json:"generator_clocks,omitempty"`
 	// Imported names the tool whose numbers the run holds (ImportedK6)
 	// when this tool did not measure it: such a run has only run.json (no
 	// histogram files, series or snapshots), lies outside the plan (index
 	// 0), is never valid, and a report lists it apart, never in its
 	// statistics. Empty for a measured run.
 	Imported string `json:"imported,omitempty"`
+}
+
+// GeneratorClock is one in-cluster generator's clock against the
+// campaign's, measured NTP-style through the API server's pod proxy: the
+// true offset lies within OffsetMS ± RoundTripMS/2.
+type GeneratorClock struct {
+	Shard int    `json:"shard"`
+	Pod   string `json:"pod"`
+	Node  string `json:"node,omitempty"`
+	// OffsetMS is the generator's clock minus the campaign's.
+	OffsetMS    float64 `json:"offset_ms"`
+	RoundTripMS float64 `json:"round_trip_ms"`
+	// Error says why the offset was not measured.
+	Error string `json:"error,omitempty"`
+	// Unresolved says why a measured offset could not be shown within
+	// the campaign's bound (LoadPath.MaxClockSkewMS) although it may be:
+	// the round trip was too slow to tell.
+	Unresolved string `json:"unresolved,omitempty"`
 }
 
 // ImportedK6 is Run.Imported for a run imported from a k6 summary
@@ -263,7 +291,9 @@ type Validity struct {
 	HostCheck string `json:"host_check,omitempty"`
 	// HostCheckNote says why the host check did not run when it was
 	// not checked (e.g. the environment's processes are not on this
-	// host's process list).
+	// host's process list), and on a cluster what it sampled and from
+	// where (this host's /proc/stat under kind, the kubelets' summary
+	// or the metrics API) and what could not be read.
 	HostCheckNote string `json:"host_check_note,omitempty"`
 	// Saturation says how much of the host the campaign's own processes
 	// used when they, not an outside process, left it without headroom:
@@ -289,6 +319,10 @@ const (
 	// HostCheckSaturated: the campaign's own processes exhausted the
 	// host; the run is valid, see Saturation.
 	HostCheckSaturated = "saturated by the campaign's own processes"
+	// HostCheckUnattributed: the host had no headroom and whose CPU it
+	// was could not be read (a cluster whose pods' CPU is unreadable);
+	// the run is invalid.
+	HostCheckUnattributed = "no headroom, unattributed"
 	// HostCheckNotMeasured: no host CPU reading (simulator, an
 	// environment whose processes this host cannot list, import).
 	HostCheckNotMeasured = "not checked"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -75,7 +76,15 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 	cfg.OnSecond = func(load.Second) { r.progress.Second() }
 	_, lists := r.env.(env.ProcessLister)
 	sampleHost, hostNote := hostCheckPlan(drivesItsLoad, lists)
-	if sampleHost {
+	cpus := hostCPUs()
+	var cpuPlan *env.CPUPlan
+	if cs, ok := r.env.(env.CPUSampler); ok {
+		// A cluster samples what serves the run itself (its nodes, or
+		// this host under kind) and says what it sampled.
+		p := cs.PlanCPU(ctx)
+		cpuPlan, cfg.SampleCPU, cpus = &p, p.Sample, max(p.CPUs, 1)
+		defer p.Stop()
+	} else if sampleHost {
 		cfg.SampleCPU = r.cpuSampler()
 	}
 	if cfg.Warmup > 0 {
@@ -111,9 +120,15 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 	if err := artifacts.WriteJSON(filepath.Join(runDir, artifacts.StateAfter), after); err != nil {
 		return err
 	}
+	if cr, ok := r.env.(env.ClockReporter); ok && drivesItsLoad {
+		run.GeneratorClocks = cr.GeneratorClocks()
+	}
 	run.Load = res.Summary()
-	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, hostCPUs())
-	if run.Validity.HostCheck == artifacts.HostCheckNotMeasured {
+	run.Validity = judge(run.Load, res.Series, r.s.Load.InFlightBound(), r.s.Protocol.HostBound, cpus)
+	switch {
+	case cpuPlan != nil:
+		run.Validity.HostCheckNote = cpuPlan.Note() + unreadSeconds(res.Series, run.Validity.HostCheck)
+	case run.Validity.HostCheck == artifacts.HostCheckNotMeasured:
 		run.Validity.HostCheckNote = hostNote
 	}
 	for _, h := range []struct {
@@ -148,6 +163,25 @@ const (
 	noteLoadDriven = "the environment drove the load, not this host"
 	noteNotListed  = "this environment's processes are not on this host's process list"
 )
+
+// unreadSeconds says how few of the window's seconds the check read when
+// it judged only some of them, so a check passed on a few readings is not
+// taken for one over the whole window.
+func unreadSeconds(series []load.Second, check string) string {
+	if check == artifacts.HostCheckNotMeasured || len(series) == 0 {
+		return ""
+	}
+	read := 0
+	for _, s := range series {
+		if s.CPU != nil && !math.IsNaN(s.CPU.HostIdle) {
+			read++
+		}
+	}
+	if read == len(series) {
+		return ""
+	}
+	return fmt.Sprintf("; only %d of the window's %d seconds had a reading, the rest went unchecked", read, len(series))
+}
 
 // hostCheckPlan says whether a run samples the host's CPU, and if not,
 // why. The check must know whose CPU it was: where the environment cannot

@@ -73,7 +73,14 @@ func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, 
 		check = artifacts.HostCheckSkipped
 	default:
 		allowed := min(HostBusySeconds, int(math.Ceil(HostBusyShare*float64(h.measured))))
-		if h.outside > allowed {
+		if h.unattributed > 0 && h.outside+h.unattributed > allowed {
+			// Whose CPU it was is unknown (a cluster whose pods' CPU could
+			// not be read): the host had no headroom, and that alone
+			// makes the measurement one of a saturated host.
+			check = artifacts.HostCheckUnattributed
+			reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window's %d (at most %d s allowed), and the campaign's own share of it could not be read (see the host check note): the host, not the system, may have set the pace",
+				HostIdleFloor, h.outside+h.unattributed, h.measured, allowed))
+		} else if h.outside > allowed {
 			check = artifacts.HostCheckOutside
 			reasons = append(reasons, fmt.Sprintf("host idle below %g%% for %d s of the window's %d (at most %d s allowed), with processes outside the campaign using up to %.0f%% of the host: outside interference, not the system, set the pace",
 				HostIdleFloor, h.outside, h.measured, allowed, h.outsidePeak))
@@ -117,8 +124,9 @@ func judge(l artifacts.LoadResult, series []load.Second, inFlightBound float64, 
 // hostUse is a window's busy seconds, attributed.
 type hostUse struct {
 	// measured seconds had a host reading; outside and own count those
-	// below HostIdleFloor, by whose CPU it was.
-	measured, outside, own int
+	// below HostIdleFloor, by whose CPU it was, unattributed those
+	// without a reading of the ingress and the backends.
+	measured, outside, own, unattributed int
 	// outsidePeak is the most outside processes took of the host in an
 	// outside-busy second; ownMedian and the groups the median share of
 	// the host of the campaign's processes over the own-busy seconds.
@@ -147,6 +155,10 @@ func attribute(series []load.Second, cpus int) hostUse {
 		}
 		h.measured++
 		if s.CPU.HostIdle >= HostIdleFloor {
+			continue
+		}
+		if math.IsNaN(s.CPU.Ingress) && math.IsNaN(s.CPU.Backends) {
+			h.unattributed++
 			continue
 		}
 		g, i, b := share(s.CPU.Generator), share(s.CPU.Ingress), share(s.CPU.Backends)

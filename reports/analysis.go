@@ -407,15 +407,18 @@ type RunRow struct {
 	// the host the campaign's own processes used when they exhausted it.
 	HostCheck  string `json:"host_check,omitempty"`
 	Saturation string `json:"saturation,omitempty"`
-	Goodput    Num    `json:"goodput_rps"`
-	Throughput Num    `json:"throughput_rps"`
-	ErrorRate  Num    `json:"error_rate"`
-	P50        Num    `json:"p50_ms"`
-	P99        Num    `json:"p99_ms"`
-	P999       Num    `json:"p999_ms"`
-	PessP99    Num    `json:"pessimistic_p99_ms"`
-	SendLagP99 Num    `json:"send_lag_p99_ms"`
-	ConnWait99 Num    `json:"conn_wait_p99_ms"`
+	// HostCheckNote is what the host check sampled, or why it did not
+	// run (artifacts.Validity.HostCheckNote).
+	HostCheckNote string `json:"host_check_note,omitempty"`
+	Goodput       Num    `json:"goodput_rps"`
+	Throughput    Num    `json:"throughput_rps"`
+	ErrorRate     Num    `json:"error_rate"`
+	P50           Num    `json:"p50_ms"`
+	P99           Num    `json:"p99_ms"`
+	P999          Num    `json:"p999_ms"`
+	PessP99       Num    `json:"pessimistic_p99_ms"`
+	SendLagP99    Num    `json:"send_lag_p99_ms"`
+	ConnWait99    Num    `json:"conn_wait_p99_ms"`
 	// ConnCapBound counts requests the connection cap held back.
 	ConnCapBound uint64  `json:"conn_cap_bound"`
 	TargetRate   float64 `json:"target_rate"`
@@ -473,7 +476,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 			Error: r.Run.Error, ResetVerified: r.Run.ResetVerified, TargetRate: l.TargetRate,
 			Sent: l.Sent, Errors: l.Errors, LateSends: l.LateSends, Valid: !ds.v2() || r.Run.Validity.Valid,
 			Reasons: r.Run.Validity.Reasons, ConnCapBound: l.ConnCapBound,
-			HostCheck: r.Run.Validity.HostCheck, Saturation: r.Run.Validity.Saturation,
+			HostCheck: r.Run.Validity.HostCheck, Saturation: r.Run.Validity.Saturation, HostCheckNote: r.Run.Validity.HostCheckNote,
 		}
 		nan := Num(math.NaN())
 		row.P50, row.P99, row.P999, row.PessP99, row.Goodput, row.Throughput, row.ErrorRate = nan, nan, nan, nan, nan, nan, nan

@@ -194,8 +194,9 @@ func hostChecks(checks map[string]int) string {
 		{artifacts.HostCheckPassed, "passed"},
 		{artifacts.HostCheckSaturated, "exhausted by the campaign's own processes"},
 		{artifacts.HostCheckOutside, "taken by outside processes (run invalid)"},
+		{artifacts.HostCheckUnattributed, "exhausted, by whom unknown (run invalid)"},
 		{artifacts.HostCheckSkipped, "skipped (host-bound scenario)"},
-		{artifacts.HostCheckNotMeasured, "not checked (no host CPU reading: simulator, cluster or imported run)"},
+		{artifacts.HostCheckNotMeasured, "not checked (no host CPU reading; why under Validity)"},
 		{"", "not recorded (artifacts older than the attributed check)"},
 	} {
 		if n := checks[k.key]; n > 0 {

@@ -206,7 +206,9 @@ func writeProtocol(w io.Writer, ds *dataset) {
 	case len(ds.Runs) == 0:
 		fmt.Fprintf(w, "- No run was recorded.\n\n")
 	case verified == len(ds.Runs):
-		fmt.Fprintf(w, "- Every reset was verified (%d of %d): empty pools, zero counters, nothing in flight.\n\n", verified, len(ds.Runs))
+		// Say what was checked as each environment recorded it: an
+		// external ingress's reset hook proves less than the admin API.
+		fmt.Fprintf(w, "- Every reset was verified (%d of %d); what was checked, as recorded: %s.\n\n", verified, len(ds.Runs), resetDetails(ds))
 	default:
 		fmt.Fprintf(w, "- Only %d of %d resets were verified (see Warnings).\n\n", verified, len(ds.Runs))
 	}
@@ -313,6 +315,27 @@ func targetRate(ds *dataset) float64 {
 	return 0
 }
 
+// resetDetails lists the runs' distinct reset details with their counts.
+func resetDetails(ds *dataset) string {
+	var details []string
+	count := map[string]int{}
+	for _, r := range ds.Runs {
+		d := strings.TrimSuffix(r.Run.ResetDetail, ".")
+		if d == "" {
+			d = "no detail recorded"
+		}
+		if count[d] == 0 {
+			details = append(details, d)
+		}
+		count[d]++
+	}
+	parts := make([]string, len(details))
+	for i, d := range details {
+		parts[i] = fmt.Sprintf("%s (%d run(s))", d, count[d])
+	}
+	return strings.Join(parts, "; ")
+}
+
 // writeValidity lists the runs whose own validity check failed.
 func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
 	fmt.Fprintf(w, "## Validity\n\n")
@@ -349,6 +372,7 @@ func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
 		"and the host had headroom left by processes outside the campaign (a second without headroom is charged to the campaign's "+
 		"own processes, generator, ingress and backends, only when they alone used at least %g%% of the host; otherwise to the processes outside it). Host headroom: %s.\n\n",
 		artifacts.HostOwnFloor, hostChecks(checks))
+	writeHostNotes(w, a)
 	if len(saturated) > 0 {
 		fmt.Fprintf(w, "Runs whose own processes exhausted the host (kept: the policy's cost on this host is part of the result):\n\n")
 		mdTable(w, []string{"#", "algorithm", "what it used"}, saturated, 0)
@@ -359,6 +383,29 @@ func writeValidity(w io.Writer, ds *dataset, a *Analysis) {
 	}
 	fmt.Fprintf(w, "%d of %d finished runs are **invalid** and left out of the headline, the comparisons, the shares and the plots:\n\n", len(rows), finished)
 	mdTable(w, []string{"#", "algorithm", "why"}, rows, 0)
+}
+
+// writeHostNotes says, per distinct note, what the host check of the
+// finished runs sampled or why it did not run, so a check that did not
+// run is never read as one that passed.
+func writeHostNotes(w io.Writer, a *Analysis) {
+	var notes []string
+	runs := map[string][]string{}
+	for _, r := range a.Runs {
+		if r.Status != "ok" || r.HostCheckNote == "" {
+			continue
+		}
+		if _, ok := runs[r.HostCheckNote]; !ok {
+			notes = append(notes, r.HostCheckNote)
+		}
+		runs[r.HostCheckNote] = append(runs[r.HostCheckNote], fmt.Sprint(r.Index))
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "- Host check of run(s) %s: %s.\n", strings.Join(runs[n], ", "), strings.TrimSuffix(n, "."))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+	}
 }
 
 func writeComparisons(w io.Writer, a *Analysis) {

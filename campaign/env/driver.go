@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/load"
 )
 
@@ -40,4 +41,11 @@ type PIDs struct {
 // run, after Reset (a restart changes the pids).
 type ProcessLister interface {
 	PIDs() PIDs
+}
+
+// ClockReporter is implemented by a LoadDriver whose generators run on
+// other machines: the clock offsets it measured for its last RunLoad,
+// which the runner records in run.json.
+type ClockReporter interface {
+	GeneratorClocks() []artifacts.GeneratorClock
 }

@@ -70,6 +70,12 @@ type campaignRunFlags struct {
 	generators    int
 	generatorsSet bool
 	generatorLead time.Duration
+	// Generator placement: --generator-node-selector,
+	// --generator-toleration, --generator-one-per-node.
+	generatorNodeSelector map[string]string
+	generatorTolerations  []string
+	generatorOnePerNode   bool
+	generatorAvoidBackend bool
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -131,6 +137,10 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl.StringVar(&f.serviceType, "service-type", "NodePort", "kube env: NodePort, or LoadBalancer to also publish the proxy port through a LoadBalancer Service")
 	fl.StringVar(&f.external, "external", "", "external env: config file naming the ingress URL(s), the setAlgorithm and reset hooks and the backends (see examples/external/)")
 	fl.IntVar(&f.generators, "generators", 0, "kind and kube envs: send the load from this many generator Jobs inside the cluster to the ingress Service, merged exactly; 0: from this machine through the published NodePort, LoadBalancer or --proxy-url (default: the scenario's load.generators, else 1 on kind and 0 on kube)")
+	fl.StringToStringVar(&f.generatorNodeSelector, "generator-node-selector", nil, "kind and kube envs: run the generator Jobs only on nodes with these labels (KEY=VALUE,...)")
+	fl.StringArrayVar(&f.generatorTolerations, "generator-toleration", nil, "kind and kube envs: let the generator Jobs onto nodes with this taint: KEY[=VALUE][:EFFECT], or * for every taint (repeatable)")
+	fl.BoolVar(&f.generatorOnePerNode, "generator-one-per-node", false, "kind and kube envs: require each generator on a node of its own (required pod anti-affinity) instead of preferring it; surplus generators stay Pending and fail the run")
+	fl.BoolVar(&f.generatorAvoidBackend, "generator-avoid-backends", false, "kind and kube envs: keep the generator Jobs off the nodes running backend pods (required pod anti-affinity)")
 	fl.DurationVar(&f.generatorLead, "generator-lead", 0, "kind and kube envs: time from creating the generator Jobs to their common start, for scheduling and image pulls (default 30s)")
 	return c
 }
@@ -236,7 +246,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 	opts := campaign.Options{OutDir: f.out, Warn: cmd.ErrOrStderr()}
 	f.generatorsSet = cmd.Flags().Changed("generators")
 	if cluster := f.env == "kind" || f.env == "kube"; !cluster {
-		for _, name := range []string{"generators", "generator-lead"} {
+		for _, name := range []string{"generators", "generator-lead", "generator-node-selector", "generator-toleration", "generator-one-per-node", "generator-avoid-backends"} {
 			if cmd.Flags().Changed(name) {
 				return badInput(fmt.Errorf("--%s: only with --env kind or kube (the %s environment sends the load from this machine)", name, f.env))
 			}

@@ -34,6 +34,9 @@ func TestCampaignRun_BadInputExits2NamingTheFlag(t *testing.T) {
 		{[]string{"--env", "mars"}, "--env"},
 		{[]string{"--resume", "somewhere", "--reps", "2"}, "drop --reps"},
 		{[]string{"--force"}, "--force: only with --resume"},
+		{[]string{"--generator-one-per-node"}, "--generator-one-per-node: only with --env kind or kube"},
+		{[]string{"--env", "kind", "--generator-toleration", "dedicated=x:NoScheduel"}, "--generator-toleration: effect \"NoScheduel\""},
+		{[]string{"--env", "kube", "--generator-node-selector", "pool=not valid"}, "--generator-node-selector: value"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/campaign/env/kube"
+	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/load"
 	"github.com/prequalbench/prequalbench/load/remote"
 	"github.com/prequalbench/prequalbench/scenario"
@@ -24,10 +27,10 @@ func init() { subcommands = append(subcommands, newLoadgenCommand) }
 // newLoadgenCommand is the in-cluster load generator: the campaign runs
 // it as the pods of a generator Job and reads its report from the log.
 func newLoadgenCommand() *cobra.Command {
-	var spec string
+	var spec, clockAddr string
 	c := &cobra.Command{
 		Use:    "loadgen",
-		Short:  "Run one shard of a run's load and print its accounting as one JSON line (the campaign's in-cluster generators)",
+		Short:  "Run one shard of a run's load and print its accounting to the log in checksummed chunks (the campaign's in-cluster generators)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,6 +49,19 @@ func newLoadgenCommand() *cobra.Command {
 				return badInput(fmt.Errorf("--spec: %w", err))
 			}
 			out := cmd.OutOrStdout()
+			// The clock endpoint the campaign measures this pod's clock
+			// offset by, through the API server's pod proxy; without it
+			// the offset goes unmeasured and the campaign records why.
+			if ln, err := net.Listen("tcp", clockAddr); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "loadgen: clock endpoint: %v\n", err)
+			} else {
+				srv := &http.Server{Handler: remote.ClockHandler(time.Now), ReadHeaderTimeout: 5 * time.Second}
+				go func() { _ = srv.Serve(ln) }()
+				defer srv.Close()
+				if clockListening != nil {
+					clockListening(ln.Addr().String())
+				}
+			}
 			rep := remote.Report{Shard: s.Shard, Shards: s.Shards}
 			res, err := runShard(cmd, s)
 			if err == nil {
@@ -61,8 +77,12 @@ func newLoadgenCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&spec, "spec", "", "the shard to run as JSON, or @FILE (default $PREQUALBENCH_LOADGEN_SPEC)")
+	c.Flags().StringVar(&clockAddr, "clock-addr", fmt.Sprintf(":%d", remote.ClockPort), "where to serve this generator's clock ("+remote.ClockPath+") for the campaign's offset measurement")
 	return c
 }
+
+// clockListening, when set (tests), is told the clock endpoint's address.
+var clockListening func(addr string)
 
 // runShard waits for the common start time, then runs the shard.
 func runShard(cmd *cobra.Command, s remote.Spec) (*load.Result, error) {
@@ -103,6 +123,10 @@ func init() {
 			if f.generatorLead != 0 && (f.generatorLead < time.Second || f.generatorLead > 30*time.Minute) {
 				return nil, badInput(fmt.Errorf("--generator-lead: got %v, want 1s to 30m", f.generatorLead))
 			}
+			placement, err := generatorPlacement(f)
+			if err != nil {
+				return nil, badInput(err)
+			}
 			factory, err := mk(ctx, f, msg)
 			if err != nil {
 				return nil, err
@@ -120,7 +144,7 @@ func init() {
 				if !ok {
 					return e, fmt.Errorf("--generators: the %s environment is not a cluster environment", name)
 				}
-				return k.InClusterLoad(n, f.generatorLead), nil
+				return k.InClusterLoad(n, f.generatorLead, placement), nil
 			}, nil
 		}
 	}
@@ -133,4 +157,17 @@ func generatorCount(envName string, f *campaignRunFlags, s *scenario.Scenario) i
 		return f.generators
 	}
 	return s.Load.GeneratorsFor(envName)
+}
+
+// generatorPlacement is the generators' placement from the flags.
+func generatorPlacement(f *campaignRunFlags) (deploy.LoadgenPlacement, error) {
+	p := deploy.LoadgenPlacement{NodeSelector: f.generatorNodeSelector, OnePerNode: f.generatorOnePerNode, AvoidBackends: f.generatorAvoidBackend}
+	for _, s := range f.generatorTolerations {
+		t, err := deploy.ParseToleration(s)
+		if err != nil {
+			return p, err
+		}
+		p.Tolerations = append(p.Tolerations, t)
+	}
+	return p, p.Validate()
 }

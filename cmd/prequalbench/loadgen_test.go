@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,9 +28,27 @@ func TestLoadgenCommandReport(t *testing.T) {
 	root := newRootCommand()
 	root.SetOut(&out)
 	root.SetErr(&bytes.Buffer{})
-	root.SetArgs([]string{"loadgen", "--spec", string(b)})
+	// While it runs, the generator answers its clock.
+	clocks := make(chan error, 1)
+	clockListening = func(addr string) {
+		resp, err := http.Get("http://" + addr + remote.ClockPath)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var at time.Time
+			if at, err = remote.ParseClock(b); err == nil && time.Since(at).Abs() > time.Minute {
+				err = fmt.Errorf("clock %v", at)
+			}
+		}
+		clocks <- err
+	}
+	defer func() { clockListening = nil }()
+	root.SetArgs([]string{"loadgen", "--spec", string(b), "--clock-addr", "127.0.0.1:0"})
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if err := <-clocks; err != nil {
+		t.Errorf("the generator's clock endpoint: %v", err)
 	}
 	rep, res, err := remote.ReadReport(strings.NewReader("some log line\n" + out.String()))
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package remote is the contract between the campaign and a load
 // generator running elsewhere (a pod of a generator Job): the Spec it
-// runs, handed over as JSON, and the Report it prints as one line of its
-// log, which carries the whole accounting of load.Result (counters and
+// runs, handed over as JSON, and the Report it prints to its log in
+// numbered chunks with a checksum (WriteReport), which carries the whole accounting of load.Result (counters and
 // every HDR histogram, V2-encoded, per-second rows with their
 // histograms), so the campaign merges the generators' shares exactly
 // (load.Merge) after reading their logs through the API server.
@@ -9,13 +9,16 @@ package remote
 
 import (
 	"bufio"
-	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
@@ -134,9 +137,6 @@ func (s Spec) Config() load.Config {
 	}
 	return c
 }
-
-// ReportKey starts the one log line that holds a generator's Report.
-const ReportKey = `{"prequalbench_loadgen_report":`
 
 // Report is a generator's outcome: its shard and its whole accounting,
 // or the error that stopped it.
@@ -274,42 +274,128 @@ func (w *Wire) Decode() (*load.Result, error) {
 	return r, nil
 }
 
-// WriteReport writes rep as its one log line.
+// Log lines of a report. The report's JSON is cut into chunks of at
+// most ChunkBytes, each printed as one line
+//
+//	prequalbench-loadgen-chunk SEQ/COUNT DATA
+//
+// (SEQ from 1; DATA a piece of the JSON, which holds no newline), then
+// one line
+//
+//	prequalbench-loadgen-end COUNT BYTES SHA256
+//
+// so a log cut short (the kubelet rotates a container's log at
+// containerLogMaxSize, 10 MiB by default, and the API server serves the
+// current file only) or mangled is an error naming what is missing,
+// never a truncated result. An hour at 2,000 rps is about 8 MB.
+const (
+	ChunkPrefix = "prequalbench-loadgen-chunk "
+	EndPrefix   = "prequalbench-loadgen-end "
+	// ChunkBytes keeps each line under the container runtime's 16 KiB
+	// log-line limit, above which lines are split into partial entries.
+	ChunkBytes = 12 << 10
+	// KubeletLogLimit is the kubelet's default containerLogMaxSize, the
+	// size at which a container's log rotates.
+	KubeletLogLimit = 10 << 20
+)
+
+// WriteReport writes rep as its chunk lines and the end line.
 func WriteReport(w io.Writer, rep Report) error {
 	rep.Version = 1
 	b, err := json.Marshal(rep)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	var chunks [][]byte
+	for rest := b; len(rest) > 0; {
+		n := min(len(rest), ChunkBytes)
+		for n < len(rest) && n > 0 && !utf8.RuneStart(rest[n]) {
+			n-- // keep each line valid UTF-8
+		}
+		chunks = append(chunks, rest[:n])
+		rest = rest[n:]
+	}
+	bw := bufio.NewWriter(w)
+	for i, c := range chunks {
+		fmt.Fprintf(bw, "%s%d/%d ", ChunkPrefix, i+1, len(chunks))
+		bw.Write(c)
+		bw.WriteByte('\n')
+	}
+	sum := sha256.Sum256(b)
+	fmt.Fprintf(bw, "%s%d %d %s\n", EndPrefix, len(chunks), len(b), hex.EncodeToString(sum[:]))
+	return bw.Flush()
 }
 
-// ReadReport finds the report line in a generator's log (other lines are
-// skipped) and returns its result; a report of a failed generator, or a
-// log without a report, is an error.
+// ReadReport reassembles the report from a generator's log (other lines
+// are skipped), checks it against the end line's count, size and
+// SHA-256, and returns its result; a report of a failed generator, a log
+// without a report, or one missing chunks is an error.
 func ReadReport(r io.Reader) (Report, *load.Result, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20) // histograms make long lines
-	var rep Report
-	found := false
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var (
+		rep                Report
+		chunks             = map[int][]byte{}
+		count              = -1
+		endCount, endBytes int
+		endSum             string
+		ended              bool
+	)
 	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte(ReportKey)) {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, ChunkPrefix); ok {
+			var seq, of int
+			pos, data, _ := strings.Cut(rest, " ")
+			if _, err := fmt.Sscanf(pos, "%d/%d", &seq, &of); err != nil || seq < 1 || seq > of {
+				return rep, nil, fmt.Errorf("loadgen: bad report chunk header %q", pos)
+			}
+			if count >= 0 && of != count {
+				return rep, nil, fmt.Errorf("loadgen: report chunk %d says %d chunks, an earlier one %d (two reports in one log?)", seq, of, count)
+			}
+			count = of
+			chunks[seq] = []byte(data)
 			continue
 		}
-		rep = Report{}
-		if err := json.Unmarshal(line, &rep); err != nil {
-			return rep, nil, fmt.Errorf("loadgen: report line: %w", err)
+		if rest, ok := strings.CutPrefix(line, EndPrefix); ok {
+			if _, err := fmt.Sscanf(rest, "%d %d %s", &endCount, &endBytes, &endSum); err != nil {
+				return rep, nil, fmt.Errorf("loadgen: bad report end line %q: %w", line, err)
+			}
+			ended = true
 		}
-		found = true
 	}
 	if err := sc.Err(); err != nil {
 		return rep, nil, fmt.Errorf("loadgen: read log: %w", err)
 	}
 	switch {
-	case !found:
-		return rep, nil, errors.New("loadgen: no report line in the log")
+	case !ended && count < 0:
+		return rep, nil, errors.New("loadgen: no report in the log")
+	case !ended:
+		return rep, nil, fmt.Errorf("loadgen: the report's end line is missing (%d of %d chunks read): the generator died while writing it, or the log was cut", len(chunks), count)
+	case count >= 0 && count != endCount:
+		return rep, nil, fmt.Errorf("loadgen: the report has %d chunks, its end line says %d", count, endCount)
+	}
+	var b []byte
+	var missing []string
+	for seq := 1; seq <= endCount; seq++ {
+		c, ok := chunks[seq]
+		if !ok {
+			missing = append(missing, strconv.Itoa(seq))
+			continue
+		}
+		b = append(b, c...)
+	}
+	if len(missing) > 0 {
+		return rep, nil, fmt.Errorf("loadgen: report chunk(s) %s of %d missing from the log (%d bytes in all): the kubelet rotates a container's log at containerLogMaxSize (10 MiB by default) and the API server serves only the current file; shorten the window or use more generators",
+			abbreviate(missing), endCount, endBytes)
+	}
+	sum := sha256.Sum256(b)
+	if len(b) != endBytes || hex.EncodeToString(sum[:]) != endSum {
+		return rep, nil, fmt.Errorf("loadgen: the report's %d chunks hold %d bytes with SHA-256 %x, its end line says %d bytes, %s: the log was altered", endCount, len(b), sum, endBytes, endSum)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return rep, nil, fmt.Errorf("loadgen: report: %w", err)
+	}
+	switch {
 	case rep.Error != "":
 		return rep, nil, fmt.Errorf("loadgen: shard %d of %d failed: %s", rep.Shard, rep.Shards, rep.Error)
 	case rep.Result == nil:
@@ -317,4 +403,12 @@ func ReadReport(r io.Reader) (Report, *load.Result, error) {
 	}
 	res, err := rep.Result.Decode()
 	return rep, res, err
+}
+
+// abbreviate lists at most five items, then how many more.
+func abbreviate(items []string) string {
+	if len(items) <= 5 {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:5], ", "), len(items)-5)
 }

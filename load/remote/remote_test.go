@@ -136,3 +136,66 @@ func TestCheckSplit(t *testing.T) {
 		}
 	}
 }
+
+// bigReport is a report of an hour of seconds: many chunks long.
+func bigReport() Report {
+	w := &Wire{Model: "open", StatusCodes: map[string]uint64{"200": 3600}, Sent: 3600}
+	for i := range 3600 {
+		w.Series = append(w.Series, WireSecond{Second: i, Sent: 1, Completed: 1, Succeeded: 1, P50: time.Millisecond})
+	}
+	return Report{Shard: 1, Shards: 2, Result: w}
+}
+
+// A report many chunks long comes back whole from a log that interleaves
+// other lines with its chunks, and a log that lost a chunk (rotated),
+// had one altered or lost its end line is an error saying so, never a
+// shorter result.
+func TestReportChunks(t *testing.T) {
+	var log bytes.Buffer
+	if err := WriteReport(&log, bigReport()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(log.String(), "\n")
+	lines = lines[:len(lines)-1] // the empty tail
+	if len(lines) < 5 {
+		t.Fatalf("%d lines: the test report is not several chunks long", len(lines))
+	}
+	for i, l := range lines {
+		if len(l) > ChunkBytes+64 {
+			t.Errorf("line %d is %d bytes, more than a chunk", i, len(l))
+		}
+	}
+	interleaved := "loadgen: starting\n" + strings.Join(lines[:2], "") + "warning: something\n" + strings.Join(lines[2:], "")
+	rep, res, err := ReadReport(strings.NewReader(interleaved))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Shard != 1 || rep.Shards != 2 || len(res.Series) != 3600 || res.Sent != 3600 || res.Series[3599].Second != 3599 {
+		t.Errorf("reassembled shard %d/%d, %d rows, sent %d", rep.Shard, rep.Shards, len(res.Series), res.Sent)
+	}
+
+	// CRLF line ends and a line the log repeated (a runtime re-sending
+	// after a rotation) leave the report whole.
+	crlf := strings.ReplaceAll(interleaved, "\n", "\r\n")
+	if _, res, err := ReadReport(strings.NewReader(crlf)); err != nil || len(res.Series) != 3600 {
+		t.Errorf("report with CRLF line ends: %v", err)
+	}
+	repeated := strings.Join(lines[:3], "") + lines[2] + strings.Join(lines[3:], "") + lines[len(lines)-1]
+	if _, res, err := ReadReport(strings.NewReader(repeated)); err != nil || len(res.Series) != 3600 {
+		t.Errorf("report with a repeated chunk and end line: %v", err)
+	}
+
+	cases := map[string]struct {
+		log  string
+		want string
+	}{
+		"first chunk rotated away": {strings.Join(lines[1:], ""), "containerLogMaxSize"},
+		"altered":                  {strings.Join(lines[:2], "") + strings.Replace(lines[2], "\"sent\":1", "\"sent\":2", 1) + strings.Join(lines[3:], ""), "SHA-256"},
+		"no end line":              {strings.Join(lines[:len(lines)-1], ""), "end line is missing"},
+	}
+	for name, c := range cases {
+		if _, _, err := ReadReport(strings.NewReader(c.log)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+}

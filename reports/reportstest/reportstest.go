@@ -83,6 +83,12 @@ type Spec struct {
 	// HostUnchecked records every run's host check as not measured (as
 	// the simulator's runs are).
 	HostUnchecked bool
+	// HostCheckNote is recorded on every run (what the host check
+	// sampled, or why it did not run).
+	HostCheckNote string
+	// ResetDetail is recorded on every verified run (what its reset
+	// checked).
+	ResetDetail string
 	// PrimaryMetric is recorded as the campaign's (empty: the report's
 	// default).
 	PrimaryMetric string
@@ -190,6 +196,7 @@ func writeRun(dir string, s Spec, c artifacts.Campaign, p artifacts.PlannedRun, 
 	start := base.Add(time.Duration(p.Index) * time.Minute)
 	run := artifacts.Run{PlannedRun: p, Status: artifacts.StatusOK, ResetVerified: !contains(s.UnverifiedRuns, p.Index),
 		Started: start, Finished: start.Add(time.Duration(s.Seconds)*time.Second + 5*time.Second), Warmup: 5 * time.Second}
+	run.ResetDetail = s.ResetDetail
 	if !run.ResetVerified {
 		run.ResetDetail = "pool not empty after reset (3 probes left)"
 	}
@@ -416,7 +423,7 @@ func fillV2(run *artifacts.Run, s Spec, p artifacts.PlannedRun, h, pess *hdrhist
 	if s.HostUnchecked {
 		check = artifacts.HostCheckNotMeasured
 	}
-	run.Validity = artifacts.Validity{Valid: true, HostCheck: check}
+	run.Validity = artifacts.Validity{Valid: true, HostCheck: check, HostCheckNote: s.HostCheckNote}
 	if sat, ok := s.SaturatedRuns[p.Index]; ok {
 		run.Validity.HostCheck, run.Validity.Saturation = artifacts.HostCheckSaturated, sat
 	}

@@ -216,7 +216,7 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 	if len(problems) > 0 {
 		return env.Verification{Detail: strings.Join(problems, "; ")}, nil
 	}
-	return env.Verification{Verified: true, Detail: fmt.Sprintf("external: reset hook ran (exit 0); %d backends clean", len(e.backends))}, nil
+	return env.Verification{Verified: true, Detail: fmt.Sprintf("external: the reset hook exited 0 (the ingress's own state is not visible here: its pools and counters were not checked); %d prequalbench backends reset and clean (zero counters, nothing in flight)", len(e.backends))}, nil
 }
 
 // Snapshot builds one ingress state from the backends' counters: per

@@ -1,11 +1,13 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +60,20 @@ type Generators struct {
 	// second late, so waiting on for the whole window only delays the
 	// error.
 	StartGrace time.Duration
+	// Placement chooses the generators' nodes (node selector,
+	// tolerations, one per node).
+	Placement deploy.LoadgenPlacement
+	// Clock reads a running generator pod's wall clock; default its
+	// clock endpoint through the API server's pod proxy.
+	Clock func(ctx context.Context, namespace, pod string) (time.Time, error)
+	// MaxSkew is the largest clock offset a run accepts: one certainly
+	// above it (offset less half the measuring round trip) is refused;
+	// default remote.MaxClockSkew.
+	MaxSkew time.Duration
 
 	runs int
+	// clocks are the last run's measured offsets, by shard.
+	clocks []artifacts.GeneratorClock
 }
 
 func (g *Generators) defaults() {
@@ -74,6 +88,18 @@ func (g *Generators) defaults() {
 	}
 	if g.StartGrace <= 0 {
 		g.StartGrace = DefaultStartGrace
+	}
+	if g.MaxSkew <= 0 {
+		g.MaxSkew = remote.MaxClockSkew
+	}
+	if g.Clock == nil {
+		g.Clock = func(ctx context.Context, ns, pod string) (time.Time, error) {
+			b, err := g.Kube.CoreV1().Pods(ns).ProxyGet("http", pod, strconv.Itoa(remote.ClockPort), remote.ClockPath, nil).DoRaw(ctx)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return remote.ParseClock(b)
+		}
 	}
 	if g.Logs == nil {
 		g.Logs = func(ctx context.Context, ns, pod string) (io.ReadCloser, error) {
@@ -140,6 +166,7 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 		return nil, errors.New("kube: generators: count must be >= 1")
 	}
 	g.runs++
+	g.clocks = nil
 	run := fmt.Sprintf("%d-%d", g.Now().Unix()%100000, g.runs)
 	start := g.Now().Add(g.Lead)
 	cfg, specs, err := g.shards(cfg, start)
@@ -152,7 +179,8 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	}
 	jobs, err := deploy.LoadgenJobs(deploy.LoadgenOptions{
 		Namespace: g.Namespace, Image: g.Image, Run: run, Specs: specs,
-		Deadline: g.Lead + cfg.Warmup + cfg.Window() + 2*timeout + time.Minute,
+		Deadline:  g.Lead + cfg.Warmup + cfg.Window() + 2*timeout + time.Minute,
+		Placement: g.Placement,
 	})
 	if err != nil {
 		return nil, err
@@ -172,28 +200,17 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 		}
 	}
 
-	// The boundaries on this machine's clock: the nodes' clocks are
-	// assumed in step (NTP), as the common start already assumes.
+	// The boundaries on this machine's clock, which the measured clock
+	// offsets (checkClocks) bound against the generators'. The CPU
+	// readings (cfg.SampleCPU, the environment's node sampling) are taken
+	// here too, one per second of the window, as the engine would.
 	bctx, stopBoundaries := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var cpu []*load.CPU
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for _, b := range []struct {
-			at time.Time
-			f  func()
-		}{{start.Add(cfg.Warmup), cfg.OnWindowStart}, {start.Add(cfg.Warmup + cfg.Window()), cfg.OnWindowEnd}} {
-			t := time.NewTimer(time.Until(b.at))
-			select {
-			case <-bctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			if b.f != nil {
-				b.f()
-			}
-		}
+		cpu = g.boundaries(bctx, cfg, start)
 	}()
 	defer func() { stopBoundaries(); wg.Wait() }()
 
@@ -227,7 +244,84 @@ func (g *Generators) Run(ctx context.Context, cfg load.Config) (*load.Result, er
 	}
 	stopAt.Stop()
 	wg.Wait()
-	return load.Merge(parts)
+	res, err := load.Merge(parts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res.Series {
+		if k := res.Series[i].Second; k >= 0 && k < len(cpu) {
+			res.Series[i].CPU = cpu[k]
+		}
+	}
+	return res, nil
+}
+
+// boundaries calls the window's start and end callbacks at start's
+// warmup and window ends on this machine's clock and, with
+// cfg.SampleCPU, returns one CPU reading per second of the window (the
+// first call at the window's start is the baseline).
+func (g *Generators) boundaries(ctx context.Context, cfg load.Config, start time.Time) []*load.CPU {
+	var cpu []*load.CPU
+	at := func(t time.Time) bool {
+		timer := time.NewTimer(time.Until(t))
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		}
+	}
+	winStart := start.Add(cfg.Warmup)
+	winEnd := winStart.Add(cfg.Window())
+	if !at(winStart) {
+		return cpu
+	}
+	if cfg.SampleCPU != nil {
+		cfg.SampleCPU()
+	}
+	if cfg.OnWindowStart != nil {
+		cfg.OnWindowStart()
+	}
+	for k := time.Duration(1); winStart.Add(k * time.Second).Before(winEnd); k++ {
+		if !at(winStart.Add(k * time.Second)) {
+			return cpu
+		}
+		if cfg.SampleCPU != nil {
+			cpu = append(cpu, cfg.SampleCPU())
+		}
+	}
+	if !at(winEnd) {
+		return cpu
+	}
+	if cfg.SampleCPU != nil {
+		cpu = append(cpu, cfg.SampleCPU())
+	}
+	if cfg.OnWindowEnd != nil {
+		cfg.OnWindowEnd()
+	}
+	return cpu
+}
+
+// clockTries is how many polls measure a running generator's clock
+// before its failure is recorded (its endpoint may start a moment after
+// the pod is Running).
+const clockTries = 3
+
+// measureClock measures a running generator's clock offset.
+func (g *Generators) measureClock(ctx context.Context, shard int, p corev1.Pod) (artifacts.GeneratorClock, remote.ClockReading) {
+	c := artifacts.GeneratorClock{Shard: shard, Pod: p.Name, Node: p.Spec.NodeName}
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := remote.MeasureClock(mctx, remote.ClockSamples, g.Now, func(ctx context.Context) (time.Time, error) {
+		return g.Clock(ctx, g.Namespace, p.Name)
+	})
+	if err != nil {
+		c.Error = "not measured: " + err.Error()
+		return c, r
+	}
+	c.OffsetMS, c.RoundTripMS = float64(r.Offset)/1e6, float64(r.RoundTrip)/1e6
+	return c, r
 }
 
 // DefaultLead is Generators.Lead's default.
@@ -251,6 +345,16 @@ func (g *Generators) waitPods(ctx context.Context, run string, start, deadline t
 	sel := deploy.LoadgenRunLabel + "=" + run
 	tick := time.NewTicker(g.Poll)
 	defer tick.Stop()
+	clocks := map[int]*artifacts.GeneratorClock{}
+	tries := map[int]int{}
+	defer func() {
+		g.clocks = nil
+		for shard := range g.Count {
+			if c, ok := clocks[shard]; ok {
+				g.clocks = append(g.clocks, *c)
+			}
+		}
+	}()
 	for {
 		list, err := g.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
@@ -267,8 +371,28 @@ func (g *Generators) waitPods(ctx context.Context, run string, start, deadline t
 			switch p.Status.Phase {
 			case corev1.PodSucceeded, corev1.PodFailed:
 				done[shard] = p.Name
+				if _, ok := clocks[shard]; !ok {
+					clocks[shard] = &artifacts.GeneratorClock{Shard: shard, Pod: p.Name, Node: p.Spec.NodeName,
+						Error: "not measured: the pod was never seen running"}
+				}
 			case corev1.PodRunning:
 				running[shard] = true
+				if c, ok := clocks[shard]; !ok || (c.Error != "" && tries[shard] < clockTries) {
+					tries[shard]++
+					c, r := g.measureClock(ctx, shard, p)
+					clocks[shard] = &c
+					switch {
+					case c.Error != "":
+					case r.Least() > g.MaxSkew:
+						// Refused only when the clock is certainly off: a slow
+						// proxy widens the interval, it does not move it.
+						return nil, fmt.Errorf("kube: generator %d (pod %s on node %s): its clock is %+.1f ms off this machine's (± %.1f ms, half the round trip), at least %v, beyond the %v the common start and the window's edges allow; synchronise the clocks (NTP) and run again",
+							shard, p.Name, p.Spec.NodeName, c.OffsetMS, c.RoundTripMS/2, r.Least(), g.MaxSkew)
+					case r.Bound() > g.MaxSkew:
+						c.Unresolved = fmt.Sprintf("measured %+.1f ms ± %.1f ms (half the shortest of %d round trips through the API server's pod proxy): too coarse to show the clock within %v, not shown to be beyond it",
+							c.OffsetMS, c.RoundTripMS/2, remote.ClockSamples, g.MaxSkew)
+					}
+				}
 			default:
 				why := string(p.Status.Phase)
 				for _, c := range p.Status.ContainerStatuses {
@@ -370,6 +494,11 @@ func (w *WithGenerators) chooseLoad(ctx context.Context) error {
 	return nil
 }
 
+// GeneratorClocks are the clock offsets measured in the last RunLoad.
+func (w *WithGenerators) GeneratorClocks() []artifacts.GeneratorClock {
+	return append([]artifacts.GeneratorClock(nil), w.Gen.clocks...)
+}
+
 // DrivesLoad reports whether the generators carry the load; false after
 // a Setup that found them forbidden (the runner's engine then sends it
 // from this machine).
@@ -390,7 +519,8 @@ func (w *WithGenerators) Facts() artifacts.Environment {
 	}
 	f.Load = &artifacts.LoadPath{
 		Path: artifacts.LoadFromGenerators, Generators: w.Gen.Count, URLs: []string{w.Gen.ProxyURL},
-		Via: fmt.Sprintf("the ingress Service from Jobs in namespace %s", w.Gen.Namespace),
+		MaxClockSkewMS: float64(cmp.Or(w.Gen.MaxSkew, remote.MaxClockSkew)) / 1e6,
+		Via:            fmt.Sprintf("the ingress Service from Jobs in namespace %s, %s", w.Gen.Namespace, w.Gen.Placement.Describe()),
 	}
 	return f
 }
@@ -431,10 +561,10 @@ func (g *Generators) CheckAccess(ctx context.Context) ([]string, error) {
 // InClusterLoad returns e with its load sent by n generator Jobs in the
 // workload namespace, running the ingress image (the project's binary),
 // to the ingress Service's proxy port, starting lead after their
-// creation (0: the default, 30s).
-func (e *Env) InClusterLoad(n int, lead time.Duration) *WithGenerators {
+// creation (0: the default, 30s), on the nodes placement allows.
+func (e *Env) InClusterLoad(n int, lead time.Duration, placement deploy.LoadgenPlacement) *WithGenerators {
 	return &WithGenerators{Env: e, Gen: &Generators{
-		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n, Lead: lead,
+		Kube: e.opts.Client.Kube, Namespace: e.ns, Image: e.opts.Deploy.IngressImage, Count: n, Lead: lead, Placement: placement,
 		ConnectionCap: e.opts.Scenario.Load.ConnectionCap(),
 		ProxyURL:      fmt.Sprintf("http://%s.%s.svc:%d", manifests.IngressName, manifests.SystemNamespace, manifests.ProxyPort),
 	}}

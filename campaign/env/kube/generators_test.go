@@ -3,7 +3,10 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +36,13 @@ type kubeletStandIn struct {
 	logs map[string]string
 	seen map[string]bool
 	jobs atomic.Int32
+	// offset is how far the generators' clocks are off this machine's.
+	offset time.Duration
+}
+
+// clock is a running generator's clock endpoint, offset as set.
+func (s *kubeletStandIn) clock(context.Context, string, string) (time.Time, error) {
+	return time.Now().Add(s.offset), nil
 }
 
 func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Interface, ns string) {
@@ -63,6 +73,11 @@ func (s *kubeletStandIn) run(ctx context.Context, t *testing.T, k kubernetes.Int
 			p, err := k.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				t.Errorf("job %s: create pod: %v", j.Name, err)
+				continue
+			}
+			p.Status.Phase = corev1.PodRunning
+			if p, err = k.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Errorf("pod %s: status: %v", pod.Name, err)
 				continue
 			}
 			wg.Add(1)
@@ -123,7 +138,7 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 	defer func() { stopStandIn(); <-standDone }()
 
 	g := &Generators{Kube: k, Namespace: ns, Image: "prequalbench/ingress:dev", Count: 4, ProxyURL: srv.URL,
-		Lead: 500 * time.Millisecond, Poll: 50 * time.Millisecond, Logs: standIn.log}
+		Lead: 500 * time.Millisecond, Poll: 50 * time.Millisecond, Logs: standIn.log, Clock: standIn.clock}
 	var starts, ends atomic.Int32
 	cfg := load.Config{
 		// Two addresses seen from this machine, at most 3 connections
@@ -134,9 +149,35 @@ func testGenerators(t *testing.T, k kubernetes.Interface, ns string) {
 		Warmup: 200 * time.Millisecond, WarmupRate: 100, Seed: 11, MaxConnections: 3,
 		OnWindowStart: func() { starts.Add(1) }, OnWindowEnd: func() { ends.Add(1) },
 	}
-	res, err := (&WithGenerators{Gen: g}).RunLoad(ctx, cfg)
+	// The environment's CPU readings (node sampling) are taken on this
+	// machine's clock, a baseline and one per second, and land in the
+	// merged series' rows.
+	var samples atomic.Int32
+	cfg.SampleCPU = func() *load.CPU {
+		n := samples.Add(1)
+		return &load.CPU{HostIdle: float64(40 + n)}
+	}
+	w := &WithGenerators{Gen: g}
+	res, err := w.RunLoad(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(res.Series) != 1 || res.Series[0].CPU == nil || res.Series[0].CPU.HostIdle != 42 || samples.Load() != 2 {
+		cpu := "none"
+		if len(res.Series) > 0 && res.Series[0].CPU != nil {
+			cpu = fmt.Sprint(*res.Series[0].CPU)
+		}
+		t.Errorf("%d rows, first row's CPU %s, %d samples; want 1 row with the second reading (idle 42) of 2", len(res.Series), cpu, samples.Load())
+	}
+	// Every generator's clock was measured against this machine's.
+	clocks := w.GeneratorClocks()
+	if len(clocks) != 4 {
+		t.Errorf("%d clock readings, want 4: %+v", len(clocks), clocks)
+	}
+	for i, c := range clocks {
+		if c.Shard != i || c.Error != "" || c.Pod == "" || math.Abs(c.OffsetMS) > 50 {
+			t.Errorf("clock of shard %d: %+v", i, c)
+		}
 	}
 	if standIn.jobs.Load() != 4 {
 		t.Errorf("%d Jobs created, want 4", standIn.jobs.Load())
@@ -190,11 +231,99 @@ func TestGeneratorsReportError(t *testing.T) {
 	go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
 	defer func() { cancel(); <-done }()
 	g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 2, ProxyURL: "http://127.0.0.1:1",
-		Lead: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn.log}
+		Lead: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn.log, Clock: standIn.clock}
 	// A negative timeout is refused by the engine in every shard.
 	cfg := load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}, Timeout: -1}
 	if _, err := g.Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Errorf("run: %v, want the generators' error", err)
+	}
+}
+
+// A generator whose clock is further off this machine's than the bound
+// fails the run before its start, with the measured offset and the bound;
+// one whose clock cannot be read is recorded as not measured.
+func TestGeneratorsRefuseASkewedClock(t *testing.T) {
+	k := fake.NewClientset()
+	standIn := &kubeletStandIn{offset: 300 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
+	defer func() { cancel(); <-done }()
+	var started atomic.Bool
+	g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 2, ProxyURL: "http://127.0.0.1:1",
+		Lead: 2 * time.Second, Poll: 20 * time.Millisecond, Logs: standIn.log, Clock: standIn.clock}
+	cfg := load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}},
+		OnWindowStart: func() { started.Store(true) }}
+	_, err := g.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "its clock is +300") || !strings.Contains(err.Error(), "beyond the 100ms") {
+		t.Errorf("run with a clock 300 ms ahead: %v; want it refused, naming the offset and the bound", err)
+	}
+	if started.Load() {
+		t.Error("the window started before the skewed clock was refused")
+	}
+
+	standIn2 := &kubeletStandIn{}
+	k2 := fake.NewClientset()
+	done2 := make(chan struct{})
+	ctx2, cancel2 := context.WithCancel(ctx)
+	go func() { defer close(done2); standIn2.run(ctx2, t, k2, "ns") }()
+	defer func() { cancel2(); <-done2 }()
+	g2 := &Generators{Kube: k2, Namespace: "ns", Image: "x", Count: 1, ProxyURL: "http://127.0.0.1:1",
+		Lead: 300 * time.Millisecond, Poll: 20 * time.Millisecond, Logs: standIn2.log,
+		Clock: func(context.Context, string, string) (time.Time, error) {
+			return time.Time{}, errors.New("pods/proxy forbidden")
+		}}
+	w := &WithGenerators{Gen: g2}
+	if _, err := w.RunLoad(ctx, load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := w.GeneratorClocks(); len(c) != 1 || !strings.Contains(c[0].Error, "not measured") || !strings.Contains(c[0].Error, "pods/proxy forbidden") {
+		t.Errorf("unreadable clock recorded as %+v", c)
+	}
+}
+
+// A slow API server proxy widens the measurement, it does not skew the
+// clock: a generator with a perfect clock measured through 260 ms round
+// trips (± 130 ms, above the 100 ms bound) runs, and its reading records
+// that it could not be shown within the bound; one certainly beyond the
+// bound (400 ms ahead, ± 130 ms) is still refused.
+func TestGeneratorsSlowProxyIsNotASkewedClock(t *testing.T) {
+	slow := func(ahead time.Duration) func(context.Context, string, string) (time.Time, error) {
+		return func(ctx context.Context, _, _ string) (time.Time, error) {
+			time.Sleep(130 * time.Millisecond)
+			at := time.Now().Add(ahead)
+			time.Sleep(130 * time.Millisecond)
+			return at, nil
+		}
+	}
+	for _, tc := range []struct {
+		ahead   time.Duration
+		refused bool
+	}{{0, false}, {400 * time.Millisecond, true}} {
+		k := fake.NewClientset()
+		standIn := &kubeletStandIn{}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		done := make(chan struct{})
+		go func() { defer close(done); standIn.run(ctx, t, k, "ns") }()
+		g := &Generators{Kube: k, Namespace: "ns", Image: "x", Count: 1, ProxyURL: "http://127.0.0.1:1",
+			Lead: 3 * time.Second, Poll: 20 * time.Millisecond, Logs: standIn.log, Clock: slow(tc.ahead)}
+		w := &WithGenerators{Gen: g}
+		_, err := w.RunLoad(ctx, load.Config{Targets: []load.Target{{URL: "http://x/work"}}, Open: []load.Phase{{Kind: load.KindConstant, Rate: 10, Duration: 100 * time.Millisecond}}})
+		cancel()
+		<-done
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), "at least") {
+				t.Errorf("clock %v ahead through a slow proxy: %v; want it refused as certainly off", tc.ahead, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("perfect clock through a slow proxy refused: %v", err)
+		}
+		if c := w.GeneratorClocks(); len(c) != 1 || c[0].Error != "" || !strings.Contains(c[0].Unresolved, "too coarse") {
+			t.Errorf("perfect clock through a slow proxy recorded as %+v; want it unresolved, too coarse", c)
+		}
 	}
 }
 

@@ -302,7 +302,11 @@ func (e *Env) Reset(ctx context.Context, mode string) (env.Verification, error) 
 	if len(problems) > 0 {
 		return env.Verification{Detail: strings.Join(problems, "; ")}, nil
 	}
-	return env.Verification{Verified: true, Detail: fmt.Sprintf("%s reset: %d backends and %d ingress replicas clean", mode, len(e.backendPods), len(e.admins))}, nil
+	what := "clean (empty pools, zero counters)"
+	if mode == scenario.ResetRestart {
+		what = "restarted with zero requests and picks"
+	}
+	return env.Verification{Verified: true, Detail: fmt.Sprintf("%s reset: %d backends clean, %d ingress replicas %s", mode, len(e.backendPods), len(e.admins), what)}, nil
 }
 
 // resetBackend posts /reset and checks the answer (the backend's /stats

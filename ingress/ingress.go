@@ -321,6 +321,7 @@ func (i *Ingress) Update(specs []route.Spec) {
 		rs.mu.Unlock()
 		rules = append(rules, router.Rule[*routeState]{
 			Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key, Origin: s.Origin, Value: rs,
+			Headers: s.Headers, Weight: s.Weight,
 		})
 	}
 	for _, rs := range t.routes {

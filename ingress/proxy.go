@@ -99,7 +99,7 @@ func (i *Ingress) serve(x *h1.Exchange) {
 		writeText(x, http.StatusBadRequest, statusBodies[http.StatusBadRequest])
 		return
 	}
-	rule, ok := i.table.Load().router.Match(host, path)
+	rule, ok := i.table.Load().router.MatchHeaders(host, path, (*fieldHeaders)(&req.Fields))
 	if !ok {
 		i.metrics.NoRoute.Inc()
 		writeText(x, http.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", host, path))

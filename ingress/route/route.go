@@ -28,9 +28,32 @@ type Spec struct {
 	Algorithm string `json:"algorithm"`
 	// Endpoints are the ready backend addresses ("ip:port").
 	Endpoints []string `json:"endpoints"`
-	// Origin says where the rule came from ("namespace/ingress-name" or the
-	// routes file), for conflict reports.
+	// Origin says where the rule came from ("namespace/ingress-name",
+	// "HTTPRoute namespace/name" or the routes file), for conflict reports.
 	Origin string `json:"origin,omitempty"`
+	// Headers must all match for the rule to apply (an HTTPRoute's header
+	// matches). At one host and path, the rule with more headers is tried
+	// first; a request that matches none falls through to shorter paths.
+	Headers []HeaderMatch `json:"headers,omitempty"`
+	// Weight, when above 0, makes rules of one Origin with the same host,
+	// path, path type and headers one weighted split (an HTTPRoute rule's
+	// backendRefs): each request goes to one of their pools in proportion
+	// to the weights. 0 is an unsplit rule, as Ingress paths are.
+	Weight int32 `json:"weight,omitempty"`
+}
+
+// Header match types, as in gateway.networking.k8s.io/v1 HTTPHeaderMatch.
+const (
+	HeaderExact             = "Exact"
+	HeaderRegularExpression = "RegularExpression" // Go RE2 syntax, matching the whole value
+)
+
+// HeaderMatch is one request header condition. Names compare
+// case-insensitively; only the first field of a name is considered.
+type HeaderMatch struct {
+	Name  string `json:"name"`
+	Type  string `json:"type,omitempty"` // default Exact
+	Value string `json:"value"`
 }
 
 // Sink receives the complete route set; each call replaces the previous one.

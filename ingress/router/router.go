@@ -13,9 +13,20 @@
 // rule is ignored. The longest matching path wins; at equal length Exact
 // beats Prefix.
 //
-// Conflicts (two rules with the same host, path and path type but different
-// route keys) are resolved deterministically: the rule whose (Origin, Key)
-// sorts first wins, whatever the input order. Losers are reported.
+// Headers (an HTTPRoute's header matches): several rules may share a host,
+// path and path type when their header conditions differ; the one with more
+// conditions is tried first, and a request that matches none of them falls
+// through to shorter paths and less specific hosts.
+//
+// Weighted splits: rules with Weight above 0 that share Origin, host, path,
+// path type and headers form one split; Match hands out their rules in
+// proportion to the weights, interleaved, exactly over every window of
+// sum-of-weights requests.
+//
+// Conflicts (two rules with the same host, path, path type and headers but
+// different route keys, not one split) are resolved deterministically: the
+// rule whose (Origin, Key) sorts first wins, whatever the input order.
+// Losers are reported.
 //
 // A Router is immutable once built and safe for concurrent use.
 package router
@@ -24,8 +35,10 @@ import (
 	"cmp"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
 )
@@ -38,7 +51,17 @@ type Rule[T any] struct {
 	// Key and Origin identify the rule for conflict resolution and reports.
 	Key    string
 	Origin string
-	Value  T
+	// Headers must all match; Weight > 0 joins a weighted split (see the
+	// package comment).
+	Headers []route.HeaderMatch
+	Weight  int32
+	Value   T
+}
+
+// Headers gives a request's header values by name (case-insensitive),
+// the first field of that name.
+type Headers interface {
+	Get(name string) (string, bool)
 }
 
 // Conflict reports a rule that lost to another rule with the same host, path
@@ -63,8 +86,30 @@ type Router[T any] struct {
 
 // paths holds the rules of one host.
 type paths[T any] struct {
-	exact  map[string]*Rule[T] // full path
-	prefix map[string]*Rule[T] // normalized prefix: no trailing slash, "/" for the root
+	exact  map[string]*slot[T] // full path
+	prefix map[string]*slot[T] // normalized prefix: no trailing slash, "/" for the root
+}
+
+// slot holds the rules of one host and path: one group per distinct header
+// condition set, the group with most conditions first.
+type slot[T any] struct {
+	groups []*group[T]
+}
+
+// group is the rules of one slot with one header condition set: a single
+// rule, or a weighted split.
+type group[T any] struct {
+	headerKey string
+	headers   []headerCond
+	rules     []*Rule[T]
+	cum       []uint64 // cumulative weights of rules, for a split
+	next      atomic.Uint64
+}
+
+type headerCond struct {
+	name  string
+	value string
+	re    *regexp.Regexp // nil for Exact
 }
 
 // New builds a router. Invalid rules (a path not starting with "/", an
@@ -112,7 +157,7 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 				r.exact[host] = ps
 			}
 		}
-		var m map[string]*Rule[T]
+		var m map[string]*slot[T]
 		var p string
 		switch rule.PathType {
 		case route.PathExact:
@@ -124,23 +169,126 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 				rule.Key, rule.PathType, route.PathExact, route.PathPrefix, route.PathImplementationSpecific))
 			continue
 		}
-		if prev, ok := m[p]; ok {
-			if prev.Key != rule.Key {
-				conflicts = append(conflicts, Conflict{
-					Host: rule.Host, Path: rule.Path, PathType: rule.PathType,
-					WinnerKey: prev.Key, WinnerOrigin: prev.Origin,
-					LoserKey: rule.Key, LoserOrigin: rule.Origin,
-				})
-			}
+		conds, hkey, err := compileHeaders(rule.Headers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("router: route %q: %w", rule.Key, err))
 			continue
 		}
-		m[p] = rule
+		if rule.Weight < 0 {
+			errs = append(errs, fmt.Errorf("router: route %q: weight %d must not be negative", rule.Key, rule.Weight))
+			continue
+		}
+		sl := m[p]
+		if sl == nil {
+			sl = &slot[T]{}
+			m[p] = sl
+		}
+		var g *group[T]
+		for _, x := range sl.groups {
+			if x.headerKey == hkey {
+				g = x
+				break
+			}
+		}
+		if g == nil {
+			sl.groups = append(sl.groups, &group[T]{headerKey: hkey, headers: conds, rules: []*Rule[T]{rule}})
+			continue
+		}
+		prev := g.rules[0]
+		if rule.Weight > 0 && prev.Weight > 0 && prev.Origin == rule.Origin &&
+			!slices.ContainsFunc(g.rules, func(x *Rule[T]) bool { return x.Key == rule.Key }) {
+			g.rules = append(g.rules, rule)
+			continue
+		}
+		if !slices.ContainsFunc(g.rules, func(x *Rule[T]) bool { return x.Key == rule.Key }) {
+			conflicts = append(conflicts, Conflict{
+				Host: rule.Host, Path: rule.Path, PathType: rule.PathType,
+				WinnerKey: prev.Key, WinnerOrigin: prev.Origin,
+				LoserKey: rule.Key, LoserOrigin: rule.Origin,
+			})
+		}
 	}
+	r.finish()
 	return r, conflicts, errs
 }
 
+// finish orders each slot's groups (most header conditions first, then
+// by header key for determinism) and sums the weights of splits.
+func (r *Router[T]) finish() {
+	each := func(ps *paths[T]) {
+		for _, m := range []map[string]*slot[T]{ps.exact, ps.prefix} {
+			for _, sl := range m {
+				slices.SortStableFunc(sl.groups, func(a, b *group[T]) int {
+					return cmp.Or(cmp.Compare(len(b.headers), len(a.headers)), cmp.Compare(a.headerKey, b.headerKey))
+				})
+				for _, g := range sl.groups {
+					if len(g.rules) > 1 {
+						var sum uint64
+						for _, rule := range g.rules {
+							sum += uint64(rule.Weight)
+							g.cum = append(g.cum, sum)
+						}
+					}
+				}
+			}
+		}
+	}
+	if r.any != nil {
+		each(r.any)
+	}
+	for _, ps := range r.exact {
+		each(ps)
+	}
+	for _, ps := range r.wildcard {
+		each(ps)
+	}
+}
+
+// compileHeaders checks a rule's header conditions and returns them with a
+// canonical key (sorted, names lower-cased) that identifies the set.
+func compileHeaders(hs []route.HeaderMatch) ([]headerCond, string, error) {
+	if len(hs) == 0 {
+		return nil, "", nil
+	}
+	conds := make([]headerCond, 0, len(hs))
+	seen := map[string]bool{}
+	for _, h := range hs {
+		name := strings.ToLower(h.Name)
+		if name == "" || strings.ContainsAny(name, " \t:") {
+			return nil, "", fmt.Errorf("header name %q: want a field name", h.Name)
+		}
+		if seen[name] {
+			return nil, "", fmt.Errorf("header %q is matched twice", h.Name)
+		}
+		seen[name] = true
+		c := headerCond{name: name, value: h.Value}
+		switch h.Type {
+		case route.HeaderExact, "":
+		case route.HeaderRegularExpression:
+			re, err := regexp.Compile("^(?:" + h.Value + ")$")
+			if err != nil {
+				return nil, "", fmt.Errorf("header %q: regular expression: %w", h.Name, err)
+			}
+			c.re = re
+		default:
+			return nil, "", fmt.Errorf("header %q: match type %q: want %s or %s", h.Name, h.Type, route.HeaderExact, route.HeaderRegularExpression)
+		}
+		conds = append(conds, c)
+	}
+	slices.SortFunc(conds, func(a, b headerCond) int { return cmp.Compare(a.name, b.name) })
+	var key strings.Builder
+	for _, c := range conds {
+		kind := "="
+		if c.re != nil {
+			kind = "~"
+		}
+		fmt.Fprintf(&key, "%q%s%q;", c.name, kind, c.value)
+	}
+	return conds, key.String(), nil
+}
+
 func newPaths[T any]() *paths[T] {
-	return &paths[T]{exact: map[string]*Rule[T]{}, prefix: map[string]*Rule[T]{}}
+	return &paths[T]{exact: map[string]*slot[T]{}, prefix: map[string]*slot[T]{}}
 }
 
 // normalizeRuleHost lowercases a rule's host and checks the wildcard form.
@@ -162,44 +310,123 @@ func trimSlash(p string) string {
 	return p
 }
 
-// Match returns the rule for a request's Host header and URL path.
+// Match returns the rule for a request's Host header and URL path; rules
+// with header conditions never match.
 func (r *Router[T]) Match(host, reqPath string) (*Rule[T], bool) {
+	return r.MatchHeaders(host, reqPath, nil)
+}
+
+// MatchHeaders returns the rule for a request's Host header, URL path and
+// header fields (nil: none). For a weighted split it returns the rule whose
+// turn it is.
+func (r *Router[T]) MatchHeaders(host, reqPath string, hdr Headers) (*Rule[T], bool) {
 	host = RequestHost(host)
 	p := cleanPath(reqPath)
 	if ps := r.exact[host]; ps != nil {
-		if rule := ps.match(p); rule != nil {
+		if rule := ps.match(p, hdr); rule != nil {
 			return rule, true
 		}
 	}
 	if i := strings.IndexByte(host, '.'); i > 0 {
 		if ps := r.wildcard[host[i:]]; ps != nil {
-			if rule := ps.match(p); rule != nil {
+			if rule := ps.match(p, hdr); rule != nil {
 				return rule, true
 			}
 		}
 	}
 	if r.any != nil {
-		if rule := r.any.match(p); rule != nil {
+		if rule := r.any.match(p, hdr); rule != nil {
 			return rule, true
 		}
 	}
 	return nil, false
 }
 
+// pick returns the slot's first group whose headers match, and the rule
+// of it whose turn it is.
+func (sl *slot[T]) pick(hdr Headers) *Rule[T] {
+	for _, g := range sl.groups {
+		if !g.matches(hdr) {
+			continue
+		}
+		if g.cum == nil {
+			return g.rules[0]
+		}
+		total := g.cum[len(g.cum)-1]
+		if total == 0 {
+			return g.rules[0]
+		}
+		// A deterministic interleave: request n takes the rule whose
+		// cumulative-weight interval holds n*stride mod total, where the
+		// stride is coprime with the total, so every window of total
+		// requests gives each rule exactly its weight.
+		n := (g.next.Add(1) - 1) % total
+		x := (n * stride(total)) % total
+		i, _ := slices.BinarySearch(g.cum, x+1)
+		return g.rules[i]
+	}
+	return nil
+}
+
+// stride is a step through 0..total-1 that visits every value once per
+// total steps (coprime with total) and spreads consecutive requests over
+// the rules rather than sending a run of them to one.
+func stride(total uint64) uint64 {
+	s := total/2 + 1
+	for gcd(s, total) != 1 {
+		s++
+	}
+	return s
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func (g *group[T]) matches(hdr Headers) bool {
+	if len(g.headers) == 0 {
+		return true
+	}
+	if hdr == nil {
+		return false
+	}
+	for _, c := range g.headers {
+		v, ok := hdr.Get(c.name)
+		if !ok {
+			return false
+		}
+		if c.re != nil {
+			if !c.re.MatchString(v) {
+				return false
+			}
+		} else if v != c.value {
+			return false
+		}
+	}
+	return true
+}
+
 // match finds the longest matching rule: an exact match has the length of the
 // whole path, so it beats every prefix, and prefixes are tried from the
 // longest element boundary down to the root.
-func (ps *paths[T]) match(p string) *Rule[T] {
-	if rule, ok := ps.exact[p]; ok {
-		return rule
+func (ps *paths[T]) match(p string, hdr Headers) *Rule[T] {
+	if sl, ok := ps.exact[p]; ok {
+		if rule := sl.pick(hdr); rule != nil {
+			return rule
+		}
 	}
 	if len(ps.prefix) == 0 {
 		return nil
 	}
 	c := trimSlash(p)
 	for {
-		if rule, ok := ps.prefix[c]; ok {
-			return rule
+		if sl, ok := ps.prefix[c]; ok {
+			if rule := sl.pick(hdr); rule != nil {
+				return rule
+			}
 		}
 		if c == "/" {
 			return nil

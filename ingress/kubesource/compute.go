@@ -112,6 +112,8 @@ type backends struct {
 	services    map[svcKey]*corev1.Service
 	slicesBySvc map[svcKey][]*discoveryv1.EndpointSlice
 	memo        map[string][]string
+	// static, when set, resolves backendRefs instead (the routes file).
+	static func(namespace, name string, port int32) (key string, endpoints []string, ok bool)
 }
 
 func newBackends(snap snapshot) *backends {

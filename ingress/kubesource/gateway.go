@@ -490,8 +490,15 @@ func (s *Source) ruleTargets(r *gwHTTPRoute, ri int, rule gwRule, be *backends, 
 			out = append(out, target{key: unresolved, weight: w})
 			continue
 		}
-		isb := &networkingv1.IngressServiceBackend{Name: ref.Name, Port: networkingv1.ServiceBackendPort{Number: *ref.Port}}
-		key, eps, ok := s.backend(r.Namespace, isb, be.services, be.slicesBySvc, be.memo)
+		var key string
+		var eps []string
+		var ok bool
+		if be.static != nil {
+			key, eps, ok = be.static(r.Namespace, ref.Name, *ref.Port)
+		} else {
+			isb := &networkingv1.IngressServiceBackend{Name: ref.Name, Port: networkingv1.ServiceBackendPort{Number: *ref.Port}}
+			key, eps, ok = s.backend(r.Namespace, isb, be.services, be.slicesBySvc, be.memo)
+		}
 		if !ok {
 			fail("BackendNotFound", where+": Service "+r.Namespace+"/"+ref.Name+" not found")
 			out = append(out, target{key: unresolved, weight: w})

@@ -1,0 +1,84 @@
+package filesource
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prequalbench/prequalbench/ingress/route"
+)
+
+const httpRoutesFile = `
+services:
+  - {name: fast, port: 8080, endpoints: ["127.0.0.1:4001", "127.0.0.1:4002"]}
+  - {name: slow, port: 8080, endpoints: ["127.0.0.1:4003"]}
+httpRoutes:
+  - apiVersion: gateway.networking.k8s.io/v1
+    kind: HTTPRoute
+    metadata:
+      name: work
+      annotations: {prequalbench.dev/load-balance: rr}
+    spec:
+      hostnames: [bench.local]
+      rules:
+        - matches: [{path: {type: PathPrefix, value: /work}}]
+          backendRefs:
+            - {name: fast, port: 8080, weight: 9}
+            - {name: slow, port: 8080, weight: 1}
+        - matches: [{path: {value: /work}, headers: [{name: x-pin, value: slow}]}]
+          backendRefs: [{name: slow, port: 8080}]
+`
+
+// TestParse_HTTPRoutes: HTTPRoutes in the routes file map onto the same
+// route model as from a cluster: weights, header matches, the policy
+// annotation, route keys named after the Services.
+func TestParse_HTTPRoutes(t *testing.T) {
+	specs, err := Parse([]byte(httpRoutesFile), "routes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := "routes.yaml HTTPRoute default/work"
+	want := []route.Spec{
+		{Key: "fast", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
+			Endpoints: []string{"127.0.0.1:4001", "127.0.0.1:4002"}, Origin: origin, Weight: 9},
+		{Key: "slow", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
+			Endpoints: []string{"127.0.0.1:4003"}, Origin: origin, Weight: 1},
+		{Key: "slow", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
+			Endpoints: []string{"127.0.0.1:4003"}, Origin: origin, Weight: 1,
+			Headers: []route.HeaderMatch{{Name: "x-pin", Type: route.HeaderExact, Value: "slow"}}},
+	}
+	if d := cmp.Diff(want, specs); d != "" {
+		t.Fatalf("specs (-want +got):\n%s", d)
+	}
+}
+
+// TestParse_HTTPRoutesErrors: what a cluster would report as a status
+// condition that is not True rejects the file, naming the route.
+func TestParse_HTTPRoutesErrors(t *testing.T) {
+	for _, tc := range []struct{ name, doc, want string }{
+		{"missing service", `
+httpRoutes:
+  - {apiVersion: gateway.networking.k8s.io/v1, kind: HTTPRoute, metadata: {name: r},
+     spec: {rules: [{backendRefs: [{name: nope, port: 80}]}]}}`, "HTTPRoute default/r: ResolvedRefs False (BackendNotFound)"},
+		{"filter", `
+services: [{name: a, port: 80, endpoints: []}]
+httpRoutes:
+  - {apiVersion: gateway.networking.k8s.io/v1, kind: HTTPRoute, metadata: {name: r},
+     spec: {rules: [{filters: [{type: RequestHeaderModifier}], backendRefs: [{name: a, port: 80}]}]}}`, "Accepted False (UnsupportedValue): spec.rules[0].filters"},
+		{"kind", `
+httpRoutes:
+  - {apiVersion: networking.k8s.io/v1, kind: Ingress, metadata: {name: r}}`, `httpRoutes[0]: apiVersion "networking.k8s.io/v1" kind "Ingress"`},
+		{"bad service", `
+services: [{name: a, port: 0, endpoints: ["x"]}]
+httpRoutes: []`, "services[0].port"},
+		{"services alone", `
+routes: []
+services: [{name: a, port: 80, endpoints: []}]`, "there are no httpRoutes"},
+	} {
+		_, err := Parse([]byte(tc.doc), "routes.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 // Package kubesource is the Kubernetes route source of the ingress: it watches
 // Ingresses, IngressClasses, Services and EndpointSlices through client-go
-// informers and, after any change, recomputes the complete route set from the
-// informer caches and hands it to the dataplane.
+// informers (and, where the Gateway API is served, GatewayClasses, Gateways
+// and HTTPRoutes of its controller, whose status it writes) and, after any
+// change, recomputes the complete route set from the informer caches and
+// hands it to the dataplane.
 //
 // Recomputing everything on each change (coalesced: a burst of events causes
 // one reconcile) keeps the source simple and obviously correct; the route set

@@ -11,11 +11,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/prequalbench/prequalbench/ingress"
@@ -364,5 +368,74 @@ spec:
 		if u.GetResourceVersion() != o.GetResourceVersion() {
 			t.Errorf("%s %s rewritten after its status settled (resourceVersion %s -> %s)", o.GetKind(), o.GetName(), o.GetResourceVersion(), u.GetResourceVersion())
 		}
+	}
+}
+
+// TestGatewayAPIWithoutPermission: where the Gateway API is served but the
+// ingress's RBAC predates it, the source serves Ingresses and turns ready
+// (an informer it may not list would never sync).
+func TestGatewayAPIWithoutPermission(t *testing.T) {
+	env := kubetest.Start(t)
+	env.GatewayAPI(t)
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	user := "ingress-only-" + ns
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	}
+	subject := []rbacv1.Subject{{Kind: "User", Name: user}}
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "ingress"}, Rules: rules}, metav1.CreateOptions{}))
+	must(env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ingress"},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "ingress"}, Subjects: subject}, metav1.CreateOptions{}))
+	must(env.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingressclasses"}, Verbs: []string{"list", "watch"}}}}, metav1.CreateOptions{}))
+	must(env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user}, Subjects: subject}, metav1.CreateOptions{}))
+	t.Cleanup(func() {
+		_ = env.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+		_ = env.Client.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, cs: env.Client, ns: ns}
+	f.create(svc("work", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	f.create(ing("work", ptr(kubesource.DefaultIngressClass), nil, "", path("/work", networkingv1.PathTypePrefix, "work", networkingv1.ServiceBackendPort{Number: 80})))
+
+	rec := &recorder{}
+	src, err := kubesource.New(kubesource.Options{Client: cs, Dynamic: dyn, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(runCtx, rec) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	rec.waitRoutes(t, "the Ingress served without Gateway API permissions", []route.Spec{
+		{Key: ns + "/work:80", Path: "/work", PathType: route.PathPrefix, Origin: ns + "/work"},
+	})
+	if !src.Synced() {
+		t.Fatal("source delivered routes but is not synced")
 	}
 }

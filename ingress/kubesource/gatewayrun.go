@@ -7,13 +7,44 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/prequalbench/prequalbench/manifests/gatewayapi"
 )
+
+// mayWatchGatewayAPI asks the kube-apiserver whether the ingress may list
+// and watch the three kinds: an informer it may not list never syncs, and
+// the ingress would never turn ready. Without the permission (RBAC from
+// before the Gateway API support) it warns and serves Ingresses only.
+func (s *Source) mayWatchGatewayAPI(ctx context.Context) (bool, error) {
+	for _, r := range []schema.GroupVersionResource{gatewayapi.GatewayClasses, gatewayapi.Gateways, gatewayapi.HTTPRoutes} {
+		ns := s.namespace
+		if r == gatewayapi.GatewayClasses {
+			ns = ""
+		}
+		for _, verb := range []string{"list", "watch"} {
+			review, err := s.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: ns, Verb: verb, Group: r.Group, Resource: r.Resource,
+				}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return false, fmt.Errorf("kubesource: access review for %s: %w", r.Resource, err)
+			}
+			if !review.Status.Allowed {
+				s.log.Warn("the Gateway API is served but the ingress may not "+verb+" "+r.Resource+"; watching Ingresses only",
+					"namespace", ns)
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
 
 // statusTimeout bounds one status write, so an unreachable kube-apiserver
 // holds the reconcile loop up only briefly.
@@ -24,26 +55,18 @@ const statusTimeout = 5 * time.Second
 const statusRetry = 2 * time.Second
 
 // gatewayAPIServed asks discovery whether the kube-apiserver serves the
-// three Gateway API resources the source watches. Without them (CRDs not
-// installed) the source watches Ingresses only; installing them later
-// needs a restart of the ingress. Other errors are retried until ctx ends.
+// three Gateway API resources the source watches, and whether the ingress
+// may watch them. Without them (CRDs not installed) the source watches
+// Ingresses only; installing them later needs a restart of the ingress.
+// Other errors are retried until ctx ends.
 func (s *Source) gatewayAPIServed(ctx context.Context) (bool, error) {
 	for {
-		list, err := s.client.Discovery().ServerResourcesForGroupVersion(gatewayapi.GroupVersion.String())
-		switch {
-		case err == nil:
-			var names []string
-			for _, r := range list.APIResources {
-				names = append(names, r.Name)
-			}
-			for _, r := range []string{gatewayapi.GatewayClasses.Resource, gatewayapi.Gateways.Resource, gatewayapi.HTTPRoutes.Resource} {
-				if !slices.Contains(names, r) {
-					return false, nil
-				}
-			}
-			return true, nil
-		case apierrors.IsNotFound(err):
-			return false, nil
+		served, err := s.gatewayAPIDiscovered()
+		if err == nil && served {
+			served, err = s.mayWatchGatewayAPI(ctx)
+		}
+		if err == nil {
+			return served, nil
 		}
 		s.log.Warn("Gateway API discovery failed; retrying", "err", err)
 		select {
@@ -52,6 +75,27 @@ func (s *Source) gatewayAPIServed(ctx context.Context) (bool, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// gatewayAPIDiscovered: discovery lists the three resources.
+func (s *Source) gatewayAPIDiscovered() (bool, error) {
+	list, err := s.client.Discovery().ServerResourcesForGroupVersion(gatewayapi.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var names []string
+	for _, r := range list.APIResources {
+		names = append(names, r.Name)
+	}
+	for _, r := range []string{gatewayapi.GatewayClasses.Resource, gatewayapi.Gateways.Resource, gatewayapi.HTTPRoutes.Resource} {
+		if !slices.Contains(names, r) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // startGatewayInformers watches GatewayClasses (cluster-scoped), Gateways

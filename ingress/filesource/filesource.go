@@ -31,7 +31,11 @@
 //	    spec:
 //	      rules: [{backendRefs: [{name: work, port: 8080}]}]
 //
-// A service's route key is its name.
+// The HTTPRoutes attach to an implicit Gateway of one HTTP listener
+// admitting every namespace (their parentRefs are not read); a route
+// without a namespace is in "default". What a cluster would report as a
+// status condition that is not True rejects the file. A service's route
+// key is its name.
 package filesource
 
 import (

@@ -45,3 +45,38 @@ func TestProxy_HeaderMatchAndWeightedSplit(t *testing.T) {
 		t.Fatalf("picks a=%d b=%d canary=%d, want 30, 10, 5", picks("a"), picks("b"), picks("canary"))
 	}
 }
+
+// TestProxy_FixedStatus: a rule with route.Spec.Status answers it and
+// forwards nothing; in a weighted split it takes its share (an HTTPRoute
+// backendRef that does not resolve gets 500 for its part of the traffic).
+func TestProxy_FixedStatus(t *testing.T) {
+	a := testbackend.Start(t)
+	const origin = "HTTPRoute ns/half"
+	_, url := newTestIngress(t, Options{DefaultAlgorithm: "round-robin"},
+		route.Spec{Key: "a", Path: "/work", PathType: route.PathPrefix, Origin: origin, Weight: 1, Endpoints: []string{a.Addr}},
+		route.Spec{Key: "unresolved/ns/half/0/1", Path: "/work", PathType: route.PathPrefix, Origin: origin, Weight: 1,
+			Status: http.StatusInternalServerError},
+		route.Spec{Key: "nobackend/ns/none/0", Path: "/none", PathType: route.PathExact, Origin: "HTTPRoute ns/none",
+			Status: http.StatusInternalServerError},
+	)
+	codes := map[int]int{}
+	for range 10 {
+		resp, err := http.Get(url + "/work?iterations=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != 5 || codes[500] != 5 {
+		t.Fatalf("1:1 split with an unresolved backend over 10 requests: %v, want 5 200s and 5 500s", codes)
+	}
+	resp, err := http.Get(url + "/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("rule with no backend: status %d, want 500", resp.StatusCode)
+	}
+}

@@ -308,6 +308,7 @@ func (i *Ingress) Update(specs []route.Spec) {
 			rs.host, rs.path, rs.pathType, rs.specAlgo = s.Host, s.Path, s.PathType, s.Algorithm
 			rs.nextEndpoints = rs.nextEndpoints[:0]
 			rs.mu.Unlock()
+			rs.fixedStatus.Store(int32(s.Status))
 		}
 		rs.mu.Lock()
 		if rs.specAlgo == "" {

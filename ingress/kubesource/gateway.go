@@ -3,6 +3,7 @@ package kubesource
 import (
 	"cmp"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -375,9 +376,6 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 		algo := s.algorithmOf("httproute", r.Namespace+"/"+r.Name, r.Annotations)
 		for ri, rule := range r.Spec.Rules {
 			targets := s.ruleTargets(r, ri, rule, be, &resolved)
-			if len(targets) == 0 {
-				continue
-			}
 			matches := rule.Matches
 			if len(matches) == 0 {
 				matches = []gwMatch{{}}
@@ -407,7 +405,8 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 					claimed[ck] = where
 					for _, t := range targets {
 						*specs = append(*specs, route.Spec{Key: t.key, Host: host, Path: path, PathType: pathType,
-							Algorithm: algo, Endpoints: t.endpoints, Origin: origin, Headers: headers, Weight: t.weight})
+							Algorithm: algo, Endpoints: t.endpoints, Origin: origin, Headers: headers, Weight: t.weight,
+							Status: t.status})
 					}
 				}
 			}
@@ -456,11 +455,15 @@ type target struct {
 	key       string
 	endpoints []string
 	weight    int32
+	status    int // not 0: answered instead of forwarding (route.Spec.Status)
 }
 
 // ruleTargets resolves a rule's backendRefs. A ref that cannot be
-// resolved keeps its share of the traffic on a pool of its own with no
-// endpoints (503), as the Gateway API asks for a 5xx there; resolved
+// resolved keeps its share of the traffic on a pool of its own that
+// answers 500, as the Gateway API asks (a Service without ready
+// endpoints is resolved, and gets 503 from the proxy); a rule with no
+// backend to send to (none named, or every weight 0) answers 500 to all
+// its traffic rather than falling through to another rule. resolved
 // records the first problem.
 func (s *Source) ruleTargets(r *gwHTTPRoute, ri int, rule gwRule, be *backends, resolved *metav1.Condition) []target {
 	var out []target
@@ -479,15 +482,15 @@ func (s *Source) ruleTargets(r *gwHTTPRoute, ri int, rule gwRule, be *backends, 
 		switch {
 		case deref(ref.Group, "") != "" || deref(ref.Kind, "Service") != "Service":
 			fail("InvalidKind", where+": only Services are supported")
-			out = append(out, target{key: unresolved, weight: w})
+			out = append(out, target{key: unresolved, weight: w, status: http.StatusInternalServerError})
 			continue
 		case deref(ref.Namespace, r.Namespace) != r.Namespace:
 			fail("RefNotPermitted", where+": cross-namespace references (ReferenceGrant) are not supported")
-			out = append(out, target{key: unresolved, weight: w})
+			out = append(out, target{key: unresolved, weight: w, status: http.StatusInternalServerError})
 			continue
 		case ref.Port == nil:
 			fail("UnsupportedValue", where+": port is required")
-			out = append(out, target{key: unresolved, weight: w})
+			out = append(out, target{key: unresolved, weight: w, status: http.StatusInternalServerError})
 			continue
 		}
 		var key string
@@ -501,7 +504,7 @@ func (s *Source) ruleTargets(r *gwHTTPRoute, ri int, rule gwRule, be *backends, 
 		}
 		if !ok {
 			fail("BackendNotFound", where+": Service "+r.Namespace+"/"+ref.Name+" not found")
-			out = append(out, target{key: unresolved, weight: w})
+			out = append(out, target{key: unresolved, weight: w, status: http.StatusInternalServerError})
 			continue
 		}
 		if i := slices.IndexFunc(out, func(t target) bool { return t.key == key }); i >= 0 {
@@ -509,6 +512,10 @@ func (s *Source) ruleTargets(r *gwHTTPRoute, ri int, rule gwRule, be *backends, 
 			continue
 		}
 		out = append(out, target{key: key, endpoints: eps, weight: w})
+	}
+	if len(out) == 0 {
+		out = append(out, target{key: fmt.Sprintf("nobackend/%s/%s/%d", r.Namespace, r.Name, ri), weight: 1,
+			status: http.StatusInternalServerError})
 	}
 	return out
 }

@@ -177,7 +177,9 @@ spec:
   parentRefs: [{name: gw}]
   rules:
   - matches: [{path: {type: Exact, value: /gone}}]
-    backendRefs: [{name: nope, port: 80}]`, ns))
+    backendRefs: [{name: nope, port: 80}]
+  - matches: [{path: {type: Exact, value: /drained}}]
+    backendRefs: [{name: a, port: 80, weight: 0}]`, ns))
 	gwCreate(t, dyn, gatewayapi.HTTPRoutes, gwObj(t, `
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -234,9 +236,12 @@ spec:
 			Endpoints: []string{"192.0.2.22:8080"}, Origin: origin, Weight: 1},
 		{Key: ns + "/b:80", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
 			Endpoints: []string{"192.0.2.22:8080"}, Origin: origin, Weight: 1, Headers: canary},
-		// The missing Service keeps its share on an empty pool (503).
+		// The missing Service keeps its share on a pool that answers 500;
+		// so does a rule whose every backend has weight 0.
 		{Key: "unresolved/" + ns + "/missing/0/0", Path: "/gone", PathType: route.PathExact,
-			Origin: "HTTPRoute " + ns + "/missing", Weight: 1},
+			Origin: "HTTPRoute " + ns + "/missing", Weight: 1, Status: 500},
+		{Key: "nobackend/" + ns + "/missing/1", Path: "/drained", PathType: route.PathExact,
+			Origin: "HTTPRoute " + ns + "/missing", Weight: 1, Status: 500},
 	})
 
 	// Status, as the spec asks.
@@ -318,6 +323,19 @@ spec:
 		return resp.StatusCode
 	}
 	a0, b0 := servedBy(t, client, ba), servedBy(t, client, bb)
+	// The Gateway API's 500 for a backendRef that does not resolve and
+	// for a rule with no backend to send to, not a 404 or a 503.
+	for _, p := range []string{"/gone", "/drained"} {
+		resp, err := client.Get(url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Errorf("GET %s: status %d, want 500", p, resp.StatusCode)
+		}
+	}
 	for range 40 {
 		if code := do(""); code != 200 {
 			t.Fatalf("split request: status %d", code)

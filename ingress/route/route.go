@@ -40,6 +40,11 @@ type Spec struct {
 	// backendRefs): each request goes to one of their pools in proportion
 	// to the weights. 0 is an unsplit rule, as Ingress paths are.
 	Weight int32 `json:"weight,omitempty"`
+	// Status, when not 0, is the HTTP status the ingress answers for every
+	// request this rule takes, forwarding nothing: 500 for an HTTPRoute
+	// backendRef that cannot be resolved (or a rule left without any
+	// backend), as the Gateway API asks. Endpoints are then empty.
+	Status int `json:"status,omitempty"`
 }
 
 // Header match types, as in gateway.networking.k8s.io/v1 HTTPHeaderMatch.

@@ -53,6 +53,30 @@ func TestParse_HTTPRoutes(t *testing.T) {
 	}
 }
 
+// TestParse_HTTPRouteHeaderNamesFold: of header matches whose names differ
+// only in case the first counts, as the Gateway API says, rather than the
+// router refusing the rule the route's status calls Accepted.
+func TestParse_HTTPRouteHeaderNamesFold(t *testing.T) {
+	specs, err := Parse([]byte(`
+services: [{name: a, port: 80, endpoints: ["127.0.0.1:4001"]}]
+httpRoutes:
+  - apiVersion: gateway.networking.k8s.io/v1
+    kind: HTTPRoute
+    metadata: {name: r}
+    spec:
+      rules:
+        - matches: [{headers: [{name: X-Env, value: canary}, {name: x-env, value: prod}]}]
+          backendRefs: [{name: a, port: 80}]
+`), "routes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []route.HeaderMatch{{Name: "X-Env", Type: route.HeaderExact, Value: "canary"}}
+	if len(specs) != 1 || !cmp.Equal(specs[0].Headers, want) {
+		t.Fatalf("specs %+v, want one with headers %+v", specs, want)
+	}
+}
+
 // TestParse_HTTPRoutesErrors: what a cluster would report as a status
 // condition that is not True rejects the file, naming the route.
 func TestParse_HTTPRoutesErrors(t *testing.T) {
@@ -66,6 +90,12 @@ services: [{name: a, port: 80, endpoints: []}]
 httpRoutes:
   - {apiVersion: gateway.networking.k8s.io/v1, kind: HTTPRoute, metadata: {name: r},
      spec: {rules: [{filters: [{type: RequestHeaderModifier}], backendRefs: [{name: a, port: 80}]}]}}`, "Accepted False (UnsupportedValue): spec.rules[0].filters"},
+		{"regular expression", `
+services: [{name: a, port: 80, endpoints: []}]
+httpRoutes:
+  - {apiVersion: gateway.networking.k8s.io/v1, kind: HTTPRoute, metadata: {name: r},
+     spec: {rules: [{matches: [{headers: [{type: RegularExpression, name: x-v, value: "v(1"}]}], backendRefs: [{name: a, port: 80}]}]}}`,
+			"Accepted False (UnsupportedValue): spec.rules[0].matches[0].headers: header \"x-v\": regular expression"},
 		{"kind", `
 httpRoutes:
   - {apiVersion: networking.k8s.io/v1, kind: Ingress, metadata: {name: r}}`, `httpRoutes[0]: apiVersion "networking.k8s.io/v1" kind "Ingress"`},

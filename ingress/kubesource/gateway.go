@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/ingress/router"
 	"github.com/prequalbench/prequalbench/manifests/gatewayapi"
 )
 
@@ -388,10 +389,7 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 						pathType = route.PathExact
 					}
 				}
-				var headers []route.HeaderMatch
-				for _, h := range m.Headers {
-					headers = append(headers, route.HeaderMatch{Name: h.Name, Type: deref(h.Type, route.HeaderExact), Value: h.Value})
-				}
+				headers := matchHeaders(m)
 				for _, host := range hosts {
 					ck := fmt.Sprintf("%s %s %s %v", host, path, pathType, headerKey(headers))
 					where := fmt.Sprintf("%s rule %d", origin, ri)
@@ -547,9 +545,29 @@ func unsupportedField(r *gwHTTPRoute) string {
 					return fmt.Sprintf("spec.rules[%d].matches[%d].headers[%d].type %s: want Exact or RegularExpression", ri, mi, hi, t)
 				}
 			}
+			// What the router would refuse (a RegularExpression that does
+			// not compile as RE2) must not be Accepted and then not served.
+			if err := router.CheckHeaders(matchHeaders(m)); err != nil {
+				return fmt.Sprintf("spec.rules[%d].matches[%d].headers: %v", ri, mi, err)
+			}
 		}
 	}
 	return ""
+}
+
+// matchHeaders returns a match's header conditions for the router. Of
+// entries whose names are equal but for case only the first counts, as
+// the spec says (the CRD's list-map key is case-sensitive, so such
+// entries reach the ingress).
+func matchHeaders(m gwMatch) []route.HeaderMatch {
+	var out []route.HeaderMatch
+	for _, h := range m.Headers {
+		if slices.ContainsFunc(out, func(x route.HeaderMatch) bool { return strings.EqualFold(x.Name, h.Name) }) {
+			continue
+		}
+		out = append(out, route.HeaderMatch{Name: h.Name, Type: deref(h.Type, route.HeaderExact), Value: h.Value})
+	}
+	return out
 }
 
 func headerKey(hs []route.HeaderMatch) string {

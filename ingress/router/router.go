@@ -244,6 +244,14 @@ func (r *Router[T]) finish() {
 	}
 }
 
+// CheckHeaders reports what New would refuse in a rule's header matches
+// (an empty or repeated name, an unknown type, a regular expression that
+// does not compile), so a source can say so before serving the rule.
+func CheckHeaders(hs []route.HeaderMatch) error {
+	_, _, err := compileHeaders(hs)
+	return err
+}
+
 // compileHeaders checks a rule's header conditions and returns them with a
 // canonical key (sorted, names lower-cased) that identifies the set.
 func compileHeaders(hs []route.HeaderMatch) ([]headerCond, string, error) {

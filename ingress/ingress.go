@@ -322,7 +322,7 @@ func (i *Ingress) Update(specs []route.Spec) {
 		rs.mu.Unlock()
 		rules = append(rules, router.Rule[*routeState]{
 			Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key, Origin: s.Origin, Value: rs,
-			Headers: s.Headers, Weight: s.Weight,
+			Headers: s.Headers, Weight: s.Weight, Precedence: s.Precedence,
 		})
 	}
 	for _, rs := range t.routes {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/ingress/router"
 )
 
 const httpRoutesFile = `
@@ -45,7 +46,7 @@ func TestParse_HTTPRoutes(t *testing.T) {
 		{Key: "slow", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
 			Endpoints: []string{"127.0.0.1:4003"}, Origin: origin, Weight: 1},
 		{Key: "slow", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
-			Endpoints: []string{"127.0.0.1:4003"}, Origin: origin, Weight: 1,
+			Endpoints: []string{"127.0.0.1:4003"}, Origin: origin, Weight: 1, Precedence: 1,
 			Headers: []route.HeaderMatch{{Name: "x-pin", Type: route.HeaderExact, Value: "slow"}}},
 	}
 	if d := cmp.Diff(want, specs); d != "" {
@@ -76,6 +77,52 @@ httpRoutes:
 		t.Fatalf("specs %+v, want one with headers %+v", specs, want)
 	}
 }
+
+// TestParse_HTTPRouteHeaderPrecedence: a request that meets the header
+// matches of two HTTPRoutes at one path goes to the older route, as the
+// Gateway API orders them, whatever their names or header names.
+func TestParse_HTTPRouteHeaderPrecedence(t *testing.T) {
+	specs, err := Parse([]byte(`
+services:
+  - {name: old, port: 80, endpoints: ["127.0.0.1:4001"]}
+  - {name: new, port: 80, endpoints: ["127.0.0.1:4002"]}
+httpRoutes:
+  - apiVersion: gateway.networking.k8s.io/v1
+    kind: HTTPRoute
+    metadata: {name: a-new, creationTimestamp: "2026-02-01T00:00:00Z"}
+    spec:
+      rules:
+        - matches: [{path: {value: /api}, headers: [{name: x-a, value: "1"}]}]
+          backendRefs: [{name: new, port: 80}]
+  - apiVersion: gateway.networking.k8s.io/v1
+    kind: HTTPRoute
+    metadata: {name: z-old, creationTimestamp: "2026-01-01T00:00:00Z"}
+    spec:
+      rules:
+        - matches: [{path: {value: /api}, headers: [{name: x-z, value: "1"}]}]
+          backendRefs: [{name: old, port: 80}]
+`), "routes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []router.Rule[string]
+	for _, s := range specs {
+		rules = append(rules, router.Rule[string]{Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key,
+			Origin: s.Origin, Headers: s.Headers, Weight: s.Weight, Precedence: s.Precedence, Value: s.Key})
+	}
+	r, _, errs := router.New(rules)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, ok := r.MatchHeaders("h", "/api", headers{"x-a": "1", "x-z": "1"})
+	if !ok || got.Value != "old" {
+		t.Fatalf("both header matches met: matched %v, want the older route's backend \"old\" (specs %+v)", got, specs)
+	}
+}
+
+type headers map[string]string
+
+func (h headers) Get(name string) (string, bool) { v, ok := h[strings.ToLower(name)]; return v, ok }
 
 // TestParse_HTTPRoutesErrors: what a cluster would report as a status
 // condition that is not True rejects the file, naming the route.

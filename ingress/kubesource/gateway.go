@@ -154,8 +154,11 @@ func (s *Source) computeGateway(snap gwSnapshot, be *backends, specs *[]route.Sp
 			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	claimed := map[string]string{}
+	// Counts the rules with header matches in route age order, for the
+	// router's tie-break between header sets (only they can tie).
+	precedence := 0
 	for _, r := range routes {
-		if u := s.serveRoute(r, byRoute[r], gateways, be, claimed, specs); u != nil {
+		if u := s.serveRoute(r, byRoute[r], gateways, be, claimed, &precedence, specs); u != nil {
 			updates = append(updates, *u)
 		}
 	}
@@ -305,7 +308,7 @@ type routeVerdict struct {
 // its routes when some Gateway of ours accepts it, and returns its status
 // write (nil when unchanged or when it names no Gateway of ours).
 func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gateways map[string]*gwGatewayInfo,
-	be *backends, claimed map[string]string, specs *[]route.Spec) *statusUpdate {
+	be *backends, claimed map[string]string, precedence *int, specs *[]route.Spec) *statusUpdate {
 	gen := r.Generation
 	origin := "HTTPRoute " + r.Namespace + "/" + r.Name
 	unsupported := unsupportedField(r)
@@ -377,6 +380,7 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 		algo := s.algorithmOf("httproute", r.Namespace+"/"+r.Name, r.Annotations)
 		for ri, rule := range r.Spec.Rules {
 			targets := s.ruleTargets(r, ri, rule, be, &resolved)
+			rulePrecedence := 0
 			matches := rule.Matches
 			if len(matches) == 0 {
 				matches = []gwMatch{{}}
@@ -390,6 +394,10 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 					}
 				}
 				headers := matchHeaders(m)
+				if len(headers) > 0 && rulePrecedence == 0 {
+					*precedence++
+					rulePrecedence = *precedence
+				}
 				for _, host := range hosts {
 					ck := fmt.Sprintf("%s %s %s %v", host, path, pathType, headerKey(headers))
 					where := fmt.Sprintf("%s rule %d", origin, ri)
@@ -404,7 +412,7 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 					for _, t := range targets {
 						*specs = append(*specs, route.Spec{Key: t.key, Host: host, Path: path, PathType: pathType,
 							Algorithm: algo, Endpoints: t.endpoints, Origin: origin, Headers: headers, Weight: t.weight,
-							Status: t.status})
+							Status: t.status, Precedence: rulePrecedence})
 					}
 				}
 			}

@@ -235,7 +235,7 @@ spec:
 		{Key: ns + "/b:80", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
 			Endpoints: []string{"192.0.2.22:8080"}, Origin: origin, Weight: 1},
 		{Key: ns + "/b:80", Host: "bench.local", Path: "/work", PathType: route.PathPrefix, Algorithm: "round-robin",
-			Endpoints: []string{"192.0.2.22:8080"}, Origin: origin, Weight: 1, Headers: canary},
+			Endpoints: []string{"192.0.2.22:8080"}, Origin: origin, Weight: 1, Headers: canary, Precedence: 1},
 		// The missing Service keeps its share on a pool that answers 500;
 		// so does a rule whose every backend has weight 0.
 		{Key: "unresolved/" + ns + "/missing/0/0", Path: "/gone", PathType: route.PathExact,

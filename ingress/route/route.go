@@ -45,6 +45,11 @@ type Spec struct {
 	// backendRef that cannot be resolved (or a rule left without any
 	// backend), as the Gateway API asks. Endpoints are then empty.
 	Status int `json:"status,omitempty"`
+	// Precedence orders rules at one host and path with as many header
+	// matches, lower first: the Gateway API gives the oldest HTTPRoute,
+	// then the first rule in it, the request both would match. Rules of
+	// equal precedence go by their header conditions, for determinism.
+	Precedence int `json:"precedence,omitempty"`
 }
 
 // Header match types, as in gateway.networking.k8s.io/v1 HTTPHeaderMatch.

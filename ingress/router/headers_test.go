@@ -123,3 +123,27 @@ func TestRouter_UnweightedConflict(t *testing.T) {
 		t.Fatalf("conflicts %v", conflicts)
 	}
 }
+
+// TestRouter_HeaderPrecedence: two header condition sets of one size that
+// a request both meets go by Precedence (the older HTTPRoute, the earlier
+// rule), not by how their conditions sort.
+func TestRouter_HeaderPrecedence(t *testing.T) {
+	both := hdrs{"x-a": "1", "x-b": "1"}
+	for _, tc := range []struct {
+		precA, precB int
+		want         string
+	}{{0, 1, "a"}, {1, 0, "b"}} {
+		r, _, errs := New(rules(
+			Rule[string]{Key: "b", Origin: "HTTPRoute ns/b", Path: "/", PathType: route.PathPrefix, Precedence: tc.precB,
+				Headers: []route.HeaderMatch{{Name: "X-B", Value: "1"}}},
+			Rule[string]{Key: "a", Origin: "HTTPRoute ns/a", Path: "/", PathType: route.PathPrefix, Precedence: tc.precA,
+				Headers: []route.HeaderMatch{{Name: "X-A", Value: "1"}}},
+		))
+		if len(errs) != 0 {
+			t.Fatal(errs)
+		}
+		if got, ok := r.MatchHeaders("h", "/x", both); !ok || got.Value != tc.want {
+			t.Errorf("precedence a=%d b=%d: matched %v, want %q", tc.precA, tc.precB, got, tc.want)
+		}
+	}
+}

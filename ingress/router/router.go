@@ -15,8 +15,9 @@
 //
 // Headers (an HTTPRoute's header matches): several rules may share a host,
 // path and path type when their header conditions differ; the one with more
-// conditions is tried first, and a request that matches none of them falls
-// through to shorter paths and less specific hosts.
+// conditions is tried first (at equal counts, the lower Precedence), and a
+// request that matches none of them falls through to shorter paths and less
+// specific hosts.
 //
 // Weighted splits: rules with Weight above 0 that share Origin, host, path,
 // path type and headers form one split; Match hands out their rules in
@@ -55,7 +56,10 @@ type Rule[T any] struct {
 	// package comment).
 	Headers []route.HeaderMatch
 	Weight  int32
-	Value   T
+	// Precedence breaks ties between header condition sets of equal size
+	// at one host and path: lower is tried first (route.Spec.Precedence).
+	Precedence int
+	Value      T
 }
 
 // Headers gives a request's header values by name (case-insensitive),
@@ -99,11 +103,12 @@ type slot[T any] struct {
 // group is the rules of one slot with one header condition set: a single
 // rule, or a weighted split.
 type group[T any] struct {
-	headerKey string
-	headers   []headerCond
-	rules     []*Rule[T]
-	cum       []uint64 // cumulative weights of rules, for a split
-	next      atomic.Uint64
+	headerKey  string
+	precedence int // the lowest of its rules'
+	headers    []headerCond
+	rules      []*Rule[T]
+	cum        []uint64 // cumulative weights of rules, for a split
+	next       atomic.Uint64
 }
 
 type headerCond struct {
@@ -191,13 +196,15 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 			}
 		}
 		if g == nil {
-			sl.groups = append(sl.groups, &group[T]{headerKey: hkey, headers: conds, rules: []*Rule[T]{rule}})
+			sl.groups = append(sl.groups, &group[T]{headerKey: hkey, headers: conds, rules: []*Rule[T]{rule},
+				precedence: rule.Precedence})
 			continue
 		}
 		prev := g.rules[0]
 		if rule.Weight > 0 && prev.Weight > 0 && prev.Origin == rule.Origin &&
 			!slices.ContainsFunc(g.rules, func(x *Rule[T]) bool { return x.Key == rule.Key }) {
 			g.rules = append(g.rules, rule)
+			g.precedence = min(g.precedence, rule.Precedence)
 			continue
 		}
 		if !slices.ContainsFunc(g.rules, func(x *Rule[T]) bool { return x.Key == rule.Key }) {
@@ -213,13 +220,14 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 }
 
 // finish orders each slot's groups (most header conditions first, then
-// by header key for determinism) and sums the weights of splits.
+// by precedence, then by header key for determinism) and sums the weights of splits.
 func (r *Router[T]) finish() {
 	each := func(ps *paths[T]) {
 		for _, m := range []map[string]*slot[T]{ps.exact, ps.prefix} {
 			for _, sl := range m {
 				slices.SortStableFunc(sl.groups, func(a, b *group[T]) int {
-					return cmp.Or(cmp.Compare(len(b.headers), len(a.headers)), cmp.Compare(a.headerKey, b.headerKey))
+					return cmp.Or(cmp.Compare(len(b.headers), len(a.headers)), cmp.Compare(a.precedence, b.precedence),
+						cmp.Compare(a.headerKey, b.headerKey))
 				})
 				for _, g := range sl.groups {
 					if len(g.rules) > 1 {

@@ -323,6 +323,7 @@ func (i *Ingress) Update(specs []route.Spec) {
 		rules = append(rules, router.Rule[*routeState]{
 			Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key, Origin: s.Origin, Value: rs,
 			Headers: s.Headers, Weight: s.Weight, Precedence: s.Precedence,
+			AnyDepth: s.AnyDepth,
 		})
 	}
 	for _, rs := range t.routes {

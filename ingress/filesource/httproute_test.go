@@ -120,6 +120,36 @@ httpRoutes:
 	}
 }
 
+// TestParse_HTTPRouteWildcardHostname: an HTTPRoute's "*.example.com"
+// takes hosts of any depth under it, as the Gateway API's hostnames do.
+func TestParse_HTTPRouteWildcardHostname(t *testing.T) {
+	specs, err := Parse([]byte(`
+services: [{name: a, port: 80, endpoints: ["127.0.0.1:4001"]}]
+httpRoutes:
+  - apiVersion: gateway.networking.k8s.io/v1
+    kind: HTTPRoute
+    metadata: {name: r}
+    spec:
+      hostnames: ["*.example.com"]
+      rules: [{backendRefs: [{name: a, port: 80}]}]
+`), "routes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []router.Rule[string]
+	for _, s := range specs {
+		rules = append(rules, router.Rule[string]{Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key,
+			Origin: s.Origin, Weight: s.Weight, AnyDepth: s.AnyDepth, Value: s.Key})
+	}
+	r, _, errs := router.New(rules)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got, ok := r.Match("a.b.example.com", "/"); !ok || got.Value != "a" {
+		t.Fatalf("a.b.example.com: matched %v, want route a (specs %+v)", got, specs)
+	}
+}
+
 type headers map[string]string
 
 func (h headers) Get(name string) (string, bool) { v, ok := h[strings.ToLower(name)]; return v, ok }

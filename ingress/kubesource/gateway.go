@@ -412,7 +412,7 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 					for _, t := range targets {
 						*specs = append(*specs, route.Spec{Key: t.key, Host: host, Path: path, PathType: pathType,
 							Algorithm: algo, Endpoints: t.endpoints, Origin: origin, Headers: headers, Weight: t.weight,
-							Status: t.status, Precedence: rulePrecedence})
+							Status: t.status, Precedence: rulePrecedence, AnyDepth: strings.HasPrefix(host, "*.")})
 					}
 				}
 			}

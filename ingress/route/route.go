@@ -50,6 +50,11 @@ type Spec struct {
 	// then the first rule in it, the request both would match. Rules of
 	// equal precedence go by their header conditions, for determinism.
 	Precedence int `json:"precedence,omitempty"`
+	// AnyDepth makes a wildcard Host a suffix match of any number of
+	// labels, as the Gateway API's hostnames are ("*.example.com" takes
+	// a.b.example.com); without it a wildcard covers one label, as an
+	// Ingress's does.
+	AnyDepth bool `json:"any_depth,omitempty"`
 }
 
 // Header match types, as in gateway.networking.k8s.io/v1 HTTPHeaderMatch.

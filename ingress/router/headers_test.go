@@ -147,3 +147,37 @@ func TestRouter_HeaderPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// TestRouter_AnyDepthWildcard: an AnyDepth wildcard (the Gateway API's)
+// takes any number of labels, the most specific suffix first; an Ingress
+// wildcard still takes one label, and neither takes the bare domain.
+func TestRouter_AnyDepthWildcard(t *testing.T) {
+	r, _, errs := New(rules(
+		Rule[string]{Key: "deep", Host: "*.example.com", Path: "/", PathType: route.PathPrefix, AnyDepth: true},
+		Rule[string]{Key: "deeper", Host: "*.b.example.com", Path: "/", PathType: route.PathPrefix, AnyDepth: true},
+		Rule[string]{Key: "one", Host: "*.example.org", Path: "/", PathType: route.PathPrefix},
+	))
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	for _, tc := range []struct{ host, want string }{
+		{"a.example.com", "deep"},
+		{"a.c.example.com", "deep"},
+		{"x.y.b.example.com", "deeper"},
+		{"b.example.com", "deep"},
+		{"example.com", ""},
+		{"a.example.org", "one"},
+		{"a.b.example.org", ""},
+	} {
+		got, ok := r.Match(tc.host, "/")
+		if tc.want == "" {
+			if ok {
+				t.Errorf("%s matched %q, want no match", tc.host, got.Value)
+			}
+			continue
+		}
+		if !ok || got.Value != tc.want {
+			t.Errorf("%s: matched %v, want %q", tc.host, got, tc.want)
+		}
+	}
+}

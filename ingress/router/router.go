@@ -2,7 +2,8 @@
 // semantics of networking.k8s.io/v1 Ingress rules.
 //
 // Hosts: an exact host beats a wildcard ("*.example.com" matches exactly one
-// extra DNS label), which beats the empty host (any host). A port in the
+// extra DNS label; with AnyDepth, an HTTPRoute's, any number of them, the
+// longest suffix first), which beats the empty host (any host). A port in the
 // request's Host is ignored and hosts compare case-insensitively. When no path
 // of the most specific matching host matches, the next less specific host is
 // tried, so an any-host catch-all still serves requests for a named host.
@@ -59,7 +60,10 @@ type Rule[T any] struct {
 	// Precedence breaks ties between header condition sets of equal size
 	// at one host and path: lower is tried first (route.Spec.Precedence).
 	Precedence int
-	Value      T
+	// AnyDepth: a wildcard Host matches any number of labels in place of
+	// its "*" (route.Spec.AnyDepth), not one.
+	AnyDepth bool
+	Value    T
 }
 
 // Headers gives a request's header values by name (case-insensitive),
@@ -85,6 +89,7 @@ func (c Conflict) String() string {
 type Router[T any] struct {
 	exact    map[string]*paths[T] // lowercase host without port
 	wildcard map[string]*paths[T] // suffix including the leading dot: ".example.com"
+	deep     map[string]*paths[T] // the same, for AnyDepth wildcards
 	any      *paths[T]
 }
 
@@ -128,7 +133,7 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 	slices.SortStableFunc(sorted, func(a, b Rule[T]) int {
 		return cmp.Or(cmp.Compare(a.Origin, b.Origin), cmp.Compare(a.Key, b.Key))
 	})
-	r := &Router[T]{exact: map[string]*paths[T]{}, wildcard: map[string]*paths[T]{}}
+	r := &Router[T]{exact: map[string]*paths[T]{}, wildcard: map[string]*paths[T]{}, deep: map[string]*paths[T]{}}
 	var conflicts []Conflict
 	var errs []error
 	for i := range sorted {
@@ -150,10 +155,14 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 			}
 			ps = r.any
 		case strings.HasPrefix(host, "*."):
-			ps = r.wildcard[host[1:]]
+			wm := r.wildcard
+			if rule.AnyDepth {
+				wm = r.deep
+			}
+			ps = wm[host[1:]]
 			if ps == nil {
 				ps = newPaths[T]()
-				r.wildcard[host[1:]] = ps
+				wm[host[1:]] = ps
 			}
 		default:
 			ps = r.exact[host]
@@ -248,6 +257,9 @@ func (r *Router[T]) finish() {
 		each(ps)
 	}
 	for _, ps := range r.wildcard {
+		each(ps)
+	}
+	for _, ps := range r.deep {
 		each(ps)
 	}
 }
@@ -348,6 +360,19 @@ func (r *Router[T]) MatchHeaders(host, reqPath string, hdr Headers) (*Rule[T], b
 			if rule := ps.match(p, hdr); rule != nil {
 				return rule, true
 			}
+		}
+		// AnyDepth wildcards, the longest (most specific) suffix first.
+		for j := i; len(r.deep) > 0 && j >= 0 && j < len(host)-1; {
+			if ps := r.deep[host[j:]]; ps != nil {
+				if rule := ps.match(p, hdr); rule != nil {
+					return rule, true
+				}
+			}
+			k := strings.IndexByte(host[j+1:], '.')
+			if k < 0 {
+				break
+			}
+			j += 1 + k
 		}
 	}
 	if r.any != nil {

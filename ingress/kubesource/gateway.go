@@ -370,8 +370,11 @@ func (s *Source) serveRoute(r *gwHTTPRoute, u *unstructured.Unstructured, gatewa
 		verdicts = append(verdicts, v)
 	}
 
+	// References are resolved whether or not a parent accepts the route:
+	// ResolvedRefs says so either way; only attached routes are served
+	// (no hosts, no specs).
 	resolved := metav1.Condition{Type: condResolvedRefs, Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: gen}
-	if len(hostSet) > 0 {
+	{
 		hosts := make([]string, 0, len(hostSet))
 		for h := range hostSet {
 			hosts = append(hosts, h)

@@ -189,7 +189,7 @@ spec:
   rules:
   - matches: [{path: {value: /filtered}}]
     filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-A, value: b}]}}]
-    backendRefs: [{name: a, port: 80}]`, ns))
+    backendRefs: [{name: a, port: 80}, {name: nope, port: 80}]`, ns))
 	gwCreate(t, dyn, gatewayapi.HTTPRoutes, gwObj(t, `
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -289,7 +289,9 @@ spec:
 	})
 	waitStatus(t, dyn, gatewayapi.HTTPRoutes, ns, "filtered", "route with a filter", func(st map[string]any) bool {
 		a, ar := condition(routeParent(st, kubesource.ControllerName), "Accepted")
-		return a == "False" && ar == "UnsupportedValue"
+		// Its references are judged though it is not accepted.
+		r, rr := condition(routeParent(st, kubesource.ControllerName), "ResolvedRefs")
+		return a == "False" && ar == "UnsupportedValue" && r == "False" && rr == "BackendNotFound"
 	})
 	for _, o := range []struct {
 		gvr        schema.GroupVersionResource

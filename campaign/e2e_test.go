@@ -282,3 +282,58 @@ func TestE2E_InterruptAndResume(t *testing.T) {
 	}
 	assertNoProcessLeft(t, dir)
 }
+
+// TestE2E_GatewayRouting: a scenario whose routes are HTTPRoutes runs end
+// to end on the local environment: the routes file holds the HTTPRoute
+// (and its Service's endpoints), the ingress serves it, and the load gets
+// through with no error.
+func TestE2E_GatewayRouting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs real processes")
+	}
+	bin, backend := binary(t), testbackend.Binary(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "campaign", "run", "--scenario", testdata(t, "tiny-gateway.yaml"),
+		"--out", out, "--backend-bin", backend)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("campaign run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	dir := campaignDir(t, out)
+	assertNoProcessLeft(t, dir)
+	routes, err := os.ReadFile(filepath.Join(dir, "logs", "routes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"httpRoutes:", "kind: HTTPRoute", "bench.local", "services:"} {
+		if !strings.Contains(string(routes), want) {
+			t.Errorf("routes file lacks %q:\n%s", want, routes)
+		}
+	}
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(filepath.Join(dir, artifacts.CampaignFile), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Plan) != 1 {
+		t.Fatalf("plan %+v, want one run", c.Plan)
+	}
+	rd := filepath.Join(dir, c.Plan[0].Dir)
+	var r artifacts.Run
+	if err := artifacts.ReadJSON(filepath.Join(rd, artifacts.RunFile), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != artifacts.StatusOK || r.Load.Completed == 0 || r.Load.Errors != 0 {
+		t.Fatalf("run: status %s (%s), load %+v", r.Status, r.Error, r.Load)
+	}
+	var after []adminapi.State
+	if err := artifacts.ReadJSON(filepath.Join(rd, artifacts.StateAfter), &after); err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 1 || len(after[0].Routes) != 1 || after[0].Routes[0].Key != "work" || after[0].Routes[0].Algorithm != "prequal" ||
+		len(after[0].Routes[0].Policy.Endpoints) != 3 {
+		t.Fatalf("ingress state %+v, want the route work on prequal with 3 endpoints", after)
+	}
+}

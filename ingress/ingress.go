@@ -308,6 +308,7 @@ func (i *Ingress) Update(specs []route.Spec) {
 			rs.host, rs.path, rs.pathType, rs.specAlgo = s.Host, s.Path, s.PathType, s.Algorithm
 			rs.nextEndpoints = rs.nextEndpoints[:0]
 			rs.mu.Unlock()
+			rs.fixedStatus.Store(int32(s.Status))
 		}
 		rs.mu.Lock()
 		if rs.specAlgo == "" {
@@ -321,6 +322,8 @@ func (i *Ingress) Update(specs []route.Spec) {
 		rs.mu.Unlock()
 		rules = append(rules, router.Rule[*routeState]{
 			Host: s.Host, Path: s.Path, PathType: s.PathType, Key: s.Key, Origin: s.Origin, Value: rs,
+			Headers: s.Headers, Weight: s.Weight, Precedence: s.Precedence,
+			AnyDepth: s.AnyDepth,
 		})
 	}
 	for _, rs := range t.routes {

@@ -48,6 +48,10 @@ type routeState struct {
 	// reuseWarning is the last Eq. 1 warning logged for this route.
 	reuseWarning string
 
+	// fixedStatus, when not 0, is answered to every request instead of
+	// forwarding it (route.Spec.Status); written by Update.
+	fixedStatus atomic.Int32
+
 	// Counters since the last reset, for the admin state.
 	requests, noEndpoint, upstreamErrors, clientAborts atomic.Uint64
 	inFlight                                           atomic.Int64
@@ -101,7 +105,7 @@ func (i *Ingress) serve(x *h1.Exchange) {
 		writeText(x, http.StatusBadRequest, statusBodies[http.StatusBadRequest])
 		return
 	}
-	rule, ok := i.table.Load().router.Match(host, path)
+	rule, ok := i.table.Load().router.MatchHeaders(host, path, (*fieldHeaders)(&req.Fields))
 	if !ok {
 		i.metrics.NoRoute.Inc()
 		writeText(x, http.StatusNotFound, fmt.Sprintf("prequalbench ingress: no route for host %q and path %q\n", host, path))
@@ -157,6 +161,10 @@ func requestPath(req *h1.Request) (string, bool) {
 // policy, outlier detection and the metrics.
 func (rs *routeState) forward(x *h1.Exchange) {
 	rs.requests.Add(1)
+	if code := rs.fixedStatus.Load(); code != 0 {
+		rs.answer(x, int(code))
+		return
+	}
 	req, resp := &x.Req, &x.Resp
 	var (
 		pol   loadbalancer.Policy
@@ -472,6 +480,7 @@ var statusBodies = map[int]string{
 	http.StatusBadRequest:            "400 Bad Request\n",
 	http.StatusRequestTimeout:        "408 Request Timeout\n",
 	http.StatusRequestEntityTooLarge: "413 Content Too Large\n",
+	http.StatusInternalServerError:   "500 Internal Server Error\n",
 	http.StatusNotImplemented:        "501 Not Implemented\n",
 	http.StatusBadGateway:            "502 Bad Gateway\n",
 	http.StatusServiceUnavailable:    "503 Service Unavailable\n",

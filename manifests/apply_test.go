@@ -156,6 +156,15 @@ func TestIngressAppliedOnEB(t *testing.T) {
 		{manifests.SystemNamespace, "", "secrets", "get", false},
 		{"default", "networking.k8s.io", "ingresses", "list", false},
 		{ns, "", "pods", "list", false},
+		{"", "gateway.networking.k8s.io", "gatewayclasses", "watch", true},
+		{"", "gateway.networking.k8s.io", "gatewayclasses/status", "update", true},
+		{"", "gateway.networking.k8s.io", "gatewayclasses", "update", false},
+		{ns, "gateway.networking.k8s.io", "gateways", "watch", true},
+		{ns, "gateway.networking.k8s.io", "httproutes", "list", true},
+		{ns, "gateway.networking.k8s.io", "httproutes/status", "update", true},
+		{ns, "gateway.networking.k8s.io", "gateways/status", "update", true},
+		{ns, "gateway.networking.k8s.io", "httproutes", "update", false},
+		{"default", "gateway.networking.k8s.io", "httproutes/status", "update", false},
 	} {
 		if got := can(t, k, sa, tc.ns, tc.group, tc.resource, tc.verb); got != tc.allowed {
 			t.Errorf("%s %s.%s in %q: allowed=%v, want %v", tc.verb, tc.resource, tc.group, tc.ns, got, tc.allowed)
@@ -359,10 +368,11 @@ func TestPruneRemovesPreviousScenario(t *testing.T) {
 
 func can(t *testing.T, k kubernetes.Interface, user, ns, group, resource, verb string) bool {
 	t.Helper()
+	resource, sub, _ := strings.Cut(resource, "/")
 	r, err := k.AuthorizationV1().SubjectAccessReviews().Create(ctx(t), &authv1.SubjectAccessReview{Spec: authv1.SubjectAccessReviewSpec{
 		User:               user,
 		Groups:             []string{"system:serviceaccounts", "system:authenticated"},
-		ResourceAttributes: &authv1.ResourceAttributes{Namespace: ns, Group: group, Resource: resource, Verb: verb},
+		ResourceAttributes: &authv1.ResourceAttributes{Namespace: ns, Group: group, Resource: resource, Subresource: sub, Verb: verb},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

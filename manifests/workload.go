@@ -28,9 +28,12 @@ const (
 	LabelGroup        = "prequalbench.dev/group"
 )
 
-// WorkloadKinds are the kinds Workload renders (for Prune).
+// WorkloadKinds are the kinds Workload renders (for Prune; a cluster
+// without the Gateway API has none of its kinds to prune).
 var WorkloadKinds = []schema.GroupVersionKind{
 	networkingv1.SchemeGroupVersion.WithKind("Ingress"),
+	HTTPRouteKind,
+	GatewayKind,
 	corev1.SchemeGroupVersion.WithKind("Service"),
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 }
@@ -54,8 +57,10 @@ type WorkloadOptions struct {
 // Workload renders a scenario: per backend group a Deployment of the Rust
 // backend with the group's settings as flags; per route a Service over all
 // of the route's groups and an Ingress of class prequal carrying the
-// algorithm annotation. Deployments come first, then Services, then
-// Ingresses, so an Ingress never points at a missing Service.
+// algorithm annotation, or, with ingress.routing: gateway, one Gateway of
+// class prequal and an HTTPRoute per route carrying it. Deployments come
+// first, then Services, then the routes, so a route never points at a
+// missing Service.
 func Workload(s *scenario.Scenario, o WorkloadOptions) ([]*unstructured.Unstructured, error) {
 	if s == nil {
 		return nil, errors.New("manifests: workload: no scenario")
@@ -91,14 +96,21 @@ func Workload(s *scenario.Scenario, o WorkloadOptions) ([]*unstructured.Unstruct
 		if err != nil {
 			return nil, err
 		}
+		svcs = append(svcs, svc)
+		if s.Ingress.UsesGateway() {
+			ings = append(ings, HTTPRoute(s, r, o.Namespace, o.Algorithm))
+			continue
+		}
 		ing, err := routeIngress(s, r, o)
 		if err != nil {
 			return nil, err
 		}
-		svcs = append(svcs, svc)
 		ings = append(ings, ing)
 	}
 	out := append(deps, svcs...)
+	if s.Ingress.UsesGateway() {
+		out = append(out, routeGateway(s, o))
+	}
 	return append(out, ings...), nil
 }
 

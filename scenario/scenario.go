@@ -315,7 +315,20 @@ type Ingress struct {
 	// idempotent requests without a body whose exchange failed before
 	// the response headers.
 	Retry bool `json:"retry,omitempty"`
+	// Routing is the API the routes are declared in: RoutingIngress
+	// (empty means it) or RoutingGateway (an HTTPRoute per route behind a
+	// Gateway of the ingress's GatewayClass).
+	Routing string `json:"routing,omitempty"`
 }
+
+// Routing APIs (Ingress.Routing).
+const (
+	RoutingIngress = "ingress"
+	RoutingGateway = "gateway"
+)
+
+// UsesGateway reports whether the routes are HTTPRoutes.
+func (in Ingress) UsesGateway() bool { return in.Routing == RoutingGateway }
 
 // Policy is Prequal's parameters (flags --prequal-*).
 type Policy struct {

@@ -317,3 +317,27 @@ func TestRepsShortfall_SaysWhatTheFamilyNeeds(t *testing.T) {
 		t.Errorf("4 reps of 2 algorithms: %q", w)
 	}
 }
+
+// TestValidate_Routing: ingress.routing picks the routing API; anything
+// else is refused naming the field and the allowed values.
+func TestValidate_Routing(t *testing.T) {
+	const head = "name: x\nworkload:\n  routes:\n    - name: r\n      host: h.local\n      backends:\n        - name: b\n          replicas: 1\n" +
+		"load:\n  open:\n    - kind: constant\n      duration: 10s\n      rate: 10\n"
+	for _, r := range []string{"", "ingress", "gateway"} {
+		doc := head
+		if r != "" {
+			doc += "ingress:\n  routing: " + r + "\n"
+		}
+		s, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("routing %q: %v", r, err)
+		}
+		if s.Ingress.UsesGateway() != (r == "gateway") {
+			t.Errorf("routing %q: UsesGateway %v", r, s.Ingress.UsesGateway())
+		}
+	}
+	_, err := Parse([]byte(head + "ingress:\n  routing: httproute\n"))
+	if err == nil || !strings.Contains(err.Error(), "ingress.routing") || !strings.Contains(err.Error(), "ingress, gateway") {
+		t.Fatalf("routing httproute: error %v, want one naming ingress.routing and the allowed values", err)
+	}
+}

@@ -446,6 +446,9 @@ func (v *validator) ingress(in *Ingress) {
 	if in.Replicas < 1 {
 		v.add("ingress.replicas", "got %d, want a whole number >= 1", in.Replicas)
 	}
+	if in.Routing != "" {
+		v.oneOf("ingress.routing", in.Routing, []string{RoutingIngress, RoutingGateway})
+	}
 	v.duration("ingress.probeTimeout", in.ProbeTimeout, true, true)
 	if in.ProbeWorkers < 0 {
 		v.add("ingress.probeWorkers", "got %d, want >= 0 (0 = ingress default)", in.ProbeWorkers)

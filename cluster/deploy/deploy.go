@@ -1,6 +1,7 @@
 // Package deploy puts a scenario on a cluster: the ingress with the
 // scenario's replicas and policy flags, and the scenario's workload (a
-// Deployment per backend group, a Service and an Ingress per route), all by
+// Deployment per backend group, a Service and an Ingress or HTTPRoute per
+// route), all by
 // server-side apply; it removes what the previous scenario left and waits
 // for every rollout. The kind and kube environments share it.
 package deploy
@@ -15,6 +16,7 @@ import (
 	"github.com/prequalbench/prequalbench/scenario"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Options say where and with what images.
@@ -69,6 +71,12 @@ func Scenario(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o 
 	if err := c.Apply(ctx, ing); err != nil {
 		return Result{}, err
 	}
+	if s.Ingress.UsesGateway() {
+		// cluster up installs it; a cluster made before it did gets it here.
+		if err := GatewayAPI(ctx, c); err != nil {
+			return Result{}, err
+		}
+	}
 	var res Result
 	if !o.LoadBalancer {
 		// A LoadBalancer Service a previous campaign asked for costs money
@@ -100,7 +108,7 @@ func Scenario(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o 
 	return res, c.WaitRollouts(ctx, o.Namespace, res.Deployments...)
 }
 
-// SetAlgorithm re-applies the workload's Ingresses with a new algorithm
+// SetAlgorithm re-applies the workload's Ingresses (or HTTPRoutes) with a new algorithm
 // annotation; the ingress's informers pick it up. The annotation (not the
 // admin API) is the durable setting, so it survives an ingress restart.
 func SetAlgorithm(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario, o Options, algorithm string) error {
@@ -116,9 +124,37 @@ func SetAlgorithm(ctx context.Context, c *kubeapply.Client, s *scenario.Scenario
 	}
 	var ings = wl[:0:0]
 	for _, u := range wl {
-		if u.GetKind() == "Ingress" {
+		if u.GetKind() == "Ingress" || u.GroupVersionKind() == manifests.HTTPRouteKind {
 			ings = append(ings, u)
 		}
 	}
 	return c.Apply(ctx, ings)
+}
+
+// GatewayAPI installs the Gateway API's standard CRDs (the embedded
+// gatewayapi.Version), waits until they are served, then applies the rest
+// of manifests.GatewayAPI (its admission policy and the ingress's
+// GatewayClass). Applying it again changes nothing.
+func GatewayAPI(ctx context.Context, c *kubeapply.Client) error {
+	objs, err := manifests.GatewayAPI()
+	if err != nil {
+		return err
+	}
+	var crds, rest []*unstructured.Unstructured
+	var names []string
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+			names = append(names, o.GetName())
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	if err := c.Apply(ctx, crds); err != nil {
+		return err
+	}
+	if err := c.WaitEstablished(ctx, names...); err != nil {
+		return err
+	}
+	return c.Apply(ctx, rest)
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prequalbench/prequalbench/cluster/deploy"
 	"github.com/prequalbench/prequalbench/cluster/kubeapply"
 	"github.com/prequalbench/prequalbench/manifests"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -303,12 +304,18 @@ type InstallOptions struct {
 	Observability  bool
 }
 
-// Install applies the ingress (and the observability stack), records the
+// Install applies the Gateway API (CRDs, GatewayClass), the ingress (and
+// the observability stack), records the
 // cluster info and waits for the rollouts. The admin token is generated
 // once and kept across runs.
 func Install(ctx context.Context, c *kubeapply.Client, o InstallOptions) error {
 	token, err := AdminToken(ctx, c)
 	if err != nil {
+		return err
+	}
+	// The Gateway API's CRDs and the ingress's GatewayClass, before the
+	// ingress, so it watches HTTPRoutes from its start.
+	if err := deploy.GatewayAPI(ctx, c); err != nil {
 		return err
 	}
 	objs, err := manifests.Ingress(manifests.IngressOptions{

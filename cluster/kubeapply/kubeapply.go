@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -143,6 +144,9 @@ func (c *Client) Prune(ctx context.Context, namespace, selector string, kinds []
 	var deleted []string
 	for _, gvk := range kinds {
 		ri, _, err := c.resource(gvk, namespace)
+		if meta.IsNoMatchError(err) {
+			continue // the cluster does not serve the kind: nothing to prune
+		}
 		if err != nil {
 			return deleted, err
 		}
@@ -250,4 +254,52 @@ func (c *Client) Restart(ctx context.Context, namespace, name string, now time.T
 	}
 	c.progress("restarted deployment %s/%s", namespace, name)
 	return c.WaitRollouts(ctx, namespace, name)
+}
+
+// crdResource is apiextensions.k8s.io/v1 CustomResourceDefinitions.
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// WaitEstablished waits until every named CustomResourceDefinition is
+// Established (its kind is served), so objects of it can be applied next.
+func (c *Client) WaitEstablished(ctx context.Context, names ...string) error {
+	poll := c.Poll
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	pending := slices.Clone(names)
+	for {
+		var still []string
+		for _, n := range pending {
+			u, err := c.dynamic.Resource(crdResource).Get(ctx, n, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("kubeapply: CustomResourceDefinition %s: %w", n, err)
+			}
+			if err != nil || !established(u) {
+				still = append(still, n)
+			}
+		}
+		if len(still) == 0 {
+			c.mapper.Reset() // the new kinds are served now
+			return nil
+		}
+		pending = still
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubeapply: waiting for CustomResourceDefinitions %s to be established: %w", strings.Join(pending, ", "), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func established(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }

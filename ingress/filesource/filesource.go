@@ -14,11 +14,34 @@
 //	    pathType: Prefix      # Exact | Prefix | ImplementationSpecific; default Prefix
 //	    algorithm: prequal    # optional; default: the ingress's default
 //	    endpoints: ["127.0.0.1:4001", "127.0.0.1:4002"]
+//
+// Routes may also be Gateway API HTTPRoutes, as applied to a cluster,
+// mapped onto the route model by the Kubernetes source's own code
+// (kubesource.TranslateHTTPRoutes), with the Services their backendRefs
+// name listed by endpoint:
+//
+//	services:
+//	  - name: work            # a backendRef's name
+//	    port: 8080            # and port
+//	    endpoints: ["127.0.0.1:4001"]
+//	httpRoutes:
+//	  - apiVersion: gateway.networking.k8s.io/v1
+//	    kind: HTTPRoute
+//	    metadata: {name: work}
+//	    spec:
+//	      rules: [{backendRefs: [{name: work, port: 8080}]}]
+//
+// The HTTPRoutes attach to an implicit Gateway of one HTTP listener
+// admitting every namespace (their parentRefs are not read); a route
+// without a namespace is in "default". What a cluster would report as a
+// status condition that is not True rejects the file. A service's route
+// key is its name.
 package filesource
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,14 +56,25 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/prequalbench/prequalbench/ingress/kubesource"
 	"github.com/prequalbench/prequalbench/ingress/route"
 	"github.com/prequalbench/prequalbench/loadbalancer"
 )
 
 // file is the document; yaml.v3's KnownFields rejects unknown fields.
 type file struct {
-	Routes *[]fileRoute `yaml:"routes"`
+	Routes     *[]fileRoute     `yaml:"routes"`
+	Services   []fileService    `yaml:"services"`
+	HTTPRoutes []map[string]any `yaml:"httpRoutes"`
+}
+
+type fileService struct {
+	Name      string   `yaml:"name"`
+	Port      int32    `yaml:"port"`
+	Endpoints []string `yaml:"endpoints"`
 }
 
 type fileRoute struct {
@@ -66,8 +100,11 @@ func Parse(data []byte, origin string) ([]route.Spec, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("filesource: %s: more than one YAML document, or trailing garbage", origin)
 	}
+	if f.Routes == nil && f.HTTPRoutes == nil {
+		return nil, fmt.Errorf("filesource: %s: field routes is required (a list, may be empty), or httpRoutes", origin)
+	}
 	if f.Routes == nil {
-		return nil, fmt.Errorf("filesource: %s: field routes is required (a list, may be empty)", origin)
+		f.Routes = &[]fileRoute{}
 	}
 	var errs []error
 	bad := func(i int, field, format string, args ...any) {
@@ -134,8 +171,74 @@ func Parse(data []byte, origin string) ([]route.Spec, error) {
 			Algorithm: r.Algorithm, Endpoints: eps, Origin: origin,
 		})
 	}
+	gwSpecs, err := parseHTTPRoutes(f, origin)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	return append(specs, gwSpecs...), nil
+}
+
+// parseHTTPRoutes checks the services and translates the httpRoutes.
+func parseHTTPRoutes(f file, origin string) ([]route.Spec, error) {
+	if len(f.Services) > 0 && f.HTTPRoutes == nil {
+		return nil, fmt.Errorf("filesource: %s: services: only httpRoutes' backendRefs use them, and there are no httpRoutes", origin)
+	}
+	var errs []error
+	type svcPort struct {
+		name string
+		port int32
+	}
+	svcs := map[svcPort][]string{}
+	for i, sv := range f.Services {
+		bad := func(field, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("filesource: %s: services[%d].%s: %s", origin, i, field, fmt.Sprintf(format, args...)))
+		}
+		if sv.Name == "" {
+			bad("name", "required")
+		}
+		if sv.Port < 1 || sv.Port > 65535 {
+			bad("port", "%d: want 1..65535", sv.Port)
+		}
+		if _, dup := svcs[svcPort{sv.Name, sv.Port}]; dup {
+			bad("name", "%q port %d is listed twice", sv.Name, sv.Port)
+		}
+		for j, ep := range sv.Endpoints {
+			if err := checkEndpoint(ep); err != nil {
+				bad(fmt.Sprintf("endpoints[%d]", j), "%v", err)
+			}
+		}
+		svcs[svcPort{sv.Name, sv.Port}] = append([]string{}, sv.Endpoints...)
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(f.HTTPRoutes))
+	for i, m := range f.HTTPRoutes {
+		// Through JSON, so numbers are the int64 and float64 the
+		// Kubernetes decoders expect.
+		raw, err := json.Marshal(m)
+		var obj map[string]any
+		if err == nil {
+			err = utiljson.Unmarshal(raw, &obj)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("filesource: %s: httpRoutes[%d]: %v", origin, i, err))
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	specs, err := kubesource.TranslateHTTPRoutes(objs, func(_, name string, port int32) (string, []string, bool) {
+		eps, ok := svcs[svcPort{name, port}]
+		return name, eps, ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("filesource: %s: %w", origin, err)
+	}
+	for i := range specs {
+		specs[i].Origin = origin + " " + specs[i].Origin
 	}
 	return specs, nil
 }

@@ -25,6 +25,7 @@ type listers struct {
 	services  corelisters.ServiceLister
 	slices    discoverylisters.EndpointSliceLister
 	classes   networkinglisters.IngressClassLister
+	gateway   *gwStores // nil when the Gateway API is not served
 }
 
 // snapshot is everything a reconcile reads, copied out of the caches.
@@ -33,24 +34,29 @@ type snapshot struct {
 	services  []*corev1.Service
 	slices    []*discoveryv1.EndpointSlice
 	classes   []*networkingv1.IngressClass
+	gateway   gwSnapshot // empty when the Gateway API is not served
 }
 
-func (s *Source) reconcile(l listers) ([]route.Spec, error) {
+func (s *Source) reconcile(l listers) ([]route.Spec, []statusUpdate, error) {
 	var snap snapshot
 	var err error
 	if snap.ingresses, err = l.ingresses.List(labels.Everything()); err != nil {
-		return nil, fmt.Errorf("kubesource: list ingresses: %w", err)
+		return nil, nil, fmt.Errorf("kubesource: list ingresses: %w", err)
 	}
 	if snap.services, err = l.services.List(labels.Everything()); err != nil {
-		return nil, fmt.Errorf("kubesource: list services: %w", err)
+		return nil, nil, fmt.Errorf("kubesource: list services: %w", err)
 	}
 	if snap.slices, err = l.slices.List(labels.Everything()); err != nil {
-		return nil, fmt.Errorf("kubesource: list endpointslices: %w", err)
+		return nil, nil, fmt.Errorf("kubesource: list endpointslices: %w", err)
 	}
 	if snap.classes, err = l.classes.List(labels.Everything()); err != nil {
-		return nil, fmt.Errorf("kubesource: list ingressclasses: %w", err)
+		return nil, nil, fmt.Errorf("kubesource: list ingressclasses: %w", err)
 	}
-	return s.compute(snap), nil
+	if l.gateway != nil {
+		snap.gateway = l.gateway.snapshot()
+	}
+	specs, updates := s.computeAll(snap)
+	return specs, updates, nil
 }
 
 // classFilter decides which Ingresses are ours.
@@ -100,9 +106,17 @@ type svcKey struct{ namespace, name string }
 // ruleKey identifies a rule for conflict detection.
 type ruleKey struct{ host, path, pathType string }
 
-func (s *Source) compute(snap snapshot) []route.Spec {
-	filter := newClassFilter(s.class, snap.classes)
+// backends resolves Service ports to route keys and ready endpoints for
+// one reconcile, for Ingresses and HTTPRoutes alike.
+type backends struct {
+	services    map[svcKey]*corev1.Service
+	slicesBySvc map[svcKey][]*discoveryv1.EndpointSlice
+	memo        map[string][]string
+	// static, when set, resolves backendRefs instead (the routes file).
+	static func(namespace, name string, port int32) (key string, endpoints []string, ok bool)
+}
 
+func newBackends(snap snapshot) *backends {
 	services := make(map[svcKey]*corev1.Service, len(snap.services))
 	for _, svc := range snap.services {
 		services[svcKey{svc.Namespace, svc.Name}] = svc
@@ -116,6 +130,28 @@ func (s *Source) compute(snap snapshot) []route.Spec {
 		k := svcKey{sl.Namespace, name}
 		slicesBySvc[k] = append(slicesBySvc[k], sl)
 	}
+	return &backends{services: services, slicesBySvc: slicesBySvc, memo: map[string][]string{}}
+}
+
+// compute returns the route set: the Ingresses' routes, then the
+// HTTPRoutes'.
+func (s *Source) compute(snap snapshot) []route.Spec {
+	specs, _ := s.computeAll(snap)
+	return specs
+}
+
+// computeAll returns the route set and the Gateway API status writes it
+// implies.
+func (s *Source) computeAll(snap snapshot) ([]route.Spec, []statusUpdate) {
+	be := newBackends(snap)
+	specs := s.computeIngresses(snap, be)
+	updates := s.computeGateway(snap.gateway, be, &specs)
+	return specs, updates
+}
+
+func (s *Source) computeIngresses(snap snapshot, be *backends) []route.Spec {
+	filter := newClassFilter(s.class, snap.classes)
+	services, slicesBySvc := be.services, be.slicesBySvc
 
 	// Oldest Ingress first, so it wins conflicts; ties by namespace/name.
 	ings := make([]*networkingv1.Ingress, 0, len(snap.ingresses))
@@ -136,7 +172,7 @@ func (s *Source) compute(snap snapshot) []route.Spec {
 
 	var specs []route.Spec
 	claimed := map[ruleKey]string{} // rule → origin that owns it
-	endpointsCache := map[string][]string{}
+	endpointsCache := be.memo
 	add := func(ing *networkingv1.Ingress, host, path, pathType string, b *networkingv1.IngressServiceBackend, algo string) {
 		origin := ing.Namespace + "/" + ing.Name
 		rk := ruleKey{host, path, pathType}
@@ -203,11 +239,16 @@ func (s *Source) compute(snap snapshot) []route.Spec {
 // algorithm returns the canonical algorithm named by the Ingress's
 // annotations, or "" (the ingress default) when none or an invalid one is set.
 func (s *Source) algorithm(ing *networkingv1.Ingress) string {
+	return s.algorithmOf("ingress", ing.Namespace+"/"+ing.Name, ing.Annotations)
+}
+
+// algorithmOf reads the algorithm annotations of the object kind ns/name.
+func (s *Source) algorithmOf(kind, name string, annotations map[string]string) string {
 	ann := AnnotationLoadBalance
-	v, ok := ing.Annotations[ann]
+	v, ok := annotations[ann]
 	if !ok {
 		ann = AnnotationSeedAlgo
-		v, ok = ing.Annotations[ann]
+		v, ok = annotations[ann]
 	}
 	v = strings.TrimSpace(v)
 	if !ok || v == "" {
@@ -215,9 +256,9 @@ func (s *Source) algorithm(ing *networkingv1.Ingress) string {
 	}
 	name, err := loadbalancer.Canonical(v)
 	if err != nil {
-		s.warnOnce("algo "+ing.Namespace+"/"+ing.Name+"="+v,
+		s.warnOnce("algo "+kind+" "+name+"="+v,
 			"invalid load-balancing annotation; using the default algorithm",
-			"ingress", ing.Namespace+"/"+ing.Name, "annotation", ann, "value", v, "err", err)
+			kind, name, "annotation", ann, "value", v, "err", err)
 		return ""
 	}
 	return name

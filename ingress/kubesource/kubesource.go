@@ -1,7 +1,9 @@
 // Package kubesource is the Kubernetes route source of the ingress: it watches
 // Ingresses, IngressClasses, Services and EndpointSlices through client-go
-// informers and, after any change, recomputes the complete route set from the
-// informer caches and hands it to the dataplane.
+// informers (and, where the Gateway API is served, GatewayClasses, Gateways
+// and HTTPRoutes of its controller, whose status it writes) and, after any
+// change, recomputes the complete route set from the informer caches and
+// hands it to the dataplane.
 //
 // Recomputing everything on each change (coalesced: a burst of events causes
 // one reconcile) keeps the source simple and obviously correct; the route set
@@ -17,11 +19,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/prequalbench/prequalbench/ingress/route"
+	"github.com/prequalbench/prequalbench/manifests/gatewayapi"
 )
 
 // Annotation and controller names.
@@ -58,6 +62,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Client replaces the client built from the kubeconfig (tests).
 	Client kubernetes.Interface
+	// Dynamic replaces the dynamic client built from the kubeconfig, for
+	// the Gateway API. With Client set and Dynamic nil the Gateway API is
+	// not watched.
+	Dynamic dynamic.Interface
 	// OnReconcile, when set, is called after each reconcile with its result
 	// ("success" or "error") and duration, for metrics.
 	OnReconcile func(result string, d time.Duration)
@@ -66,6 +74,7 @@ type Options struct {
 // Source is the Kubernetes route source.
 type Source struct {
 	client      kubernetes.Interface
+	dyn         dynamic.Interface // nil: no Gateway API watch
 	namespace   string
 	class       string
 	log         *slog.Logger
@@ -89,7 +98,7 @@ func New(opts Options) (route.Source, error) {
 }
 
 func newSource(opts Options) (*Source, error) {
-	client := opts.Client
+	client, dyn := opts.Client, opts.Dynamic
 	if client == nil {
 		cfg, err := RESTConfig(opts.Kubeconfig, opts.Context)
 		if err != nil {
@@ -100,6 +109,11 @@ func newSource(opts Options) (*Source, error) {
 			return nil, fmt.Errorf("kubesource: client: %w", err)
 		}
 		client = cs
+		if dyn == nil {
+			if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+				return nil, fmt.Errorf("kubesource: dynamic client: %w", err)
+			}
+		}
 	}
 	class := opts.IngressClass
 	if class == "" {
@@ -111,6 +125,7 @@ func newSource(opts Options) (*Source, error) {
 	}
 	return &Source{
 		client:      client,
+		dyn:         dyn,
 		namespace:   opts.Namespace,
 		class:       class,
 		log:         log.With("component", "kubesource"),
@@ -177,9 +192,31 @@ func (s *Source) Run(ctx context.Context, sink route.Sink) error {
 		clusterFactory.Shutdown()
 	}()
 
-	s.log.Info("waiting for informer caches", "namespace", s.namespace, "class", s.class)
-	if !cache.WaitForCacheSync(runCtx.Done(), ing.Informer().HasSynced, svc.Informer().HasSynced,
-		eps.Informer().HasSynced, cls.Informer().HasSynced) {
+	synced := []cache.InformerSynced{ing.Informer().HasSynced, svc.Informer().HasSynced,
+		eps.Informer().HasSynced, cls.Informer().HasSynced}
+	var gw *gwStores
+	if s.dyn != nil {
+		served, err := s.gatewayAPIServed(runCtx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if served {
+			var gwSynced []cache.InformerSynced
+			gw, gwSynced, err = s.startGatewayInformers(runCtx, &wg, handler)
+			if err != nil {
+				return err
+			}
+			synced = append(synced, gwSynced...)
+		} else {
+			s.log.Info("the Gateway API (" + gatewayapi.GroupVersion.String() + ") is not served; watching Ingresses only")
+		}
+	}
+
+	s.log.Info("waiting for informer caches", "namespace", s.namespace, "class", s.class, "gatewayAPI", gw != nil)
+	if !cache.WaitForCacheSync(runCtx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -191,6 +228,7 @@ func (s *Source) Run(ctx context.Context, sink route.Sink) error {
 		services:  svc.Lister(),
 		slices:    eps.Lister(),
 		classes:   cls.Lister(),
+		gateway:   gw,
 	}
 	s.markDirty()
 	for {
@@ -200,7 +238,7 @@ func (s *Source) Run(ctx context.Context, sink route.Sink) error {
 		case <-s.dirty:
 		}
 		start := time.Now()
-		specs, err := s.reconcile(state)
+		specs, updates, err := s.reconcile(state)
 		result := "success"
 		if err != nil {
 			// Listers read the local cache, so an error here is a bug or
@@ -213,6 +251,7 @@ func (s *Source) Run(ctx context.Context, sink route.Sink) error {
 				s.log.Info("caches synced, first route set delivered", "routes", len(specs))
 				s.synced.Store(true)
 			}
+			s.writeStatus(ctx, updates)
 		}
 		if s.onReconcile != nil {
 			s.onReconcile(result, time.Since(start))

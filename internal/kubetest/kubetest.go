@@ -37,6 +37,7 @@ type Env struct {
 	env    *envtest.Environment
 	tmpDir string
 	assets string
+	gw     gatewayAPI
 }
 
 var shared struct {

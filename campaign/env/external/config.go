@@ -1,5 +1,5 @@
 // Package external is the campaign environment for an ingress this tool
-// does not run: ingress-nginx, Envoy, Traefik, or the project's own
+// does not run: Envoy Gateway, Envoy, Traefik, or the project's own
 // ingress started by hand. The user names where the load goes and, as
 // shell hooks, how to switch the algorithm and how to reset; when the
 // backends are prequalbench backends, their /stats and /reset give the

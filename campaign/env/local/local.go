@@ -24,7 +24,9 @@ import (
 	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
+	"github.com/prequalbench/prequalbench/manifests"
 	"github.com/prequalbench/prequalbench/scenario"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -248,10 +250,22 @@ type routeFile struct {
 	Endpoints []string `json:"endpoints"`
 }
 
+// serviceFile is one Service of the routes file's HTTPRoutes.
+type serviceFile struct {
+	Name      string   `json:"name"`
+	Port      int32    `json:"port"`
+	Endpoints []string `json:"endpoints"`
+}
+
 // writeRoutes writes the routes file from the current backends,
 // atomically (a rename), so the ingress's file source reloads it whole.
+// With ingress.routing: gateway the routes are the HTTPRoutes the kind
+// environment applies, each route's backends listed as its Service.
 func (e *Env) writeRoutes() error {
 	bs := e.backendList()
+	if e.opts.Scenario.Ingress.UsesGateway() {
+		return e.writeHTTPRoutes(bs)
+	}
 	var routes []routeFile
 	for _, r := range e.opts.Scenario.Workload.Routes {
 		rf := routeFile{Name: r.Name, Host: r.Host, Path: r.Path, PathType: r.PathType, Endpoints: []string{}}
@@ -263,6 +277,30 @@ func (e *Env) writeRoutes() error {
 		routes = append(routes, rf)
 	}
 	doc, err := yaml.Marshal(map[string]any{"routes": routes})
+	if err != nil {
+		return fmt.Errorf("local: routes file: %w", err)
+	}
+	return artifacts.WriteFileAtomic(e.routesFile, doc)
+}
+
+func (e *Env) writeHTTPRoutes(bs []backend) error {
+	s := e.opts.Scenario
+	var svcs []serviceFile
+	var hrs []map[string]any
+	for _, r := range s.Workload.Routes {
+		sf := serviceFile{Name: r.Name, Port: manifests.BackendPort, Endpoints: []string{}}
+		for _, b := range bs {
+			if b.info.Route == r.Name {
+				sf.Endpoints = append(sf.Endpoints, b.info.Address)
+			}
+		}
+		svcs = append(svcs, sf)
+		// The algorithm is the admin API's (SetAlgorithm), as for routes.
+		u := manifests.HTTPRoute(s, r, "", "")
+		unstructured.RemoveNestedField(u.Object, "spec", "parentRefs") // the file's Gateway is implicit
+		hrs = append(hrs, u.Object)
+	}
+	doc, err := yaml.Marshal(map[string]any{"services": svcs, "httpRoutes": hrs})
 	if err != nil {
 		return fmt.Errorf("local: routes file: %w", err)
 	}

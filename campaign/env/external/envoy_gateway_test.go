@@ -3,6 +3,7 @@ package external
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,34 +13,38 @@ import (
 	"github.com/prequalbench/prequalbench/scenario"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
-var ingressNginxDir = filepath.Join("..", "..", "..", "examples", "external", "ingress-nginx")
+var envoyGatewayDir = filepath.Join("..", "..", "..", "examples", "external", "envoy-gateway")
 
-// The ingress-nginx example (not run here: no cluster) loads and fits its
-// scenario, and its workload.yaml holds the scenario's backends exactly
-// as the project renders them, the prequal Ingress, and an nginx Ingress
-// with the load-balance annotation on the same route.
-func TestIngressNginxExampleConfig(t *testing.T) {
-	c, err := Load(filepath.Join(ingressNginxDir, "external.yaml"))
+// The Envoy Gateway example (not run here: no cluster) loads and fits its
+// scenario, and its workload.yaml holds the scenario's backends, the
+// prequal Gateway and HTTPRoute exactly as the project renders them, and
+// Envoy Gateway's Gateway and HTTPRoute with the same rules and a
+// BackendTrafficPolicy attached to that route.
+func TestEnvoyGatewayExampleConfig(t *testing.T) {
+	c, err := Load(filepath.Join(envoyGatewayDir, "external.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scenario.Lookup(filepath.Join(ingressNginxDir, "scenario.yaml"))
+	s, err := scenario.Lookup(filepath.Join(envoyGatewayDir, "scenario.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.CheckScenario(s); err != nil {
 		t.Error(err)
 	}
+	if !s.Ingress.UsesGateway() {
+		t.Error("scenario.yaml: ingress.routing is not gateway")
+	}
 	if c.SetAlgorithm == "" || c.Reset == "" || len(c.Backends) != 0 {
 		t.Errorf("hooks %q / %q, backends %v", c.SetAlgorithm, c.Reset, c.Backends)
 	}
-	b, err := os.ReadFile(filepath.Join(ingressNginxDir, "workload.yaml"))
+	b, err := os.ReadFile(filepath.Join(envoyGatewayDir, "workload.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +62,7 @@ func TestIngressNginxExampleConfig(t *testing.T) {
 		if meta.Kind == "" {
 			continue
 		}
-		if meta.Metadata.Namespace != manifests.WorkloadNamespace {
+		if meta.Kind != "GatewayClass" && meta.Metadata.Namespace != manifests.WorkloadNamespace {
 			t.Errorf("%s %s in namespace %q, want %s (the one the project's ingress watches)", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, manifests.WorkloadNamespace)
 		}
 		committed[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
@@ -66,7 +71,7 @@ func TestIngressNginxExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prequalRules []networkingv1.IngressRule
+	var prequalRules any
 	for _, u := range rendered {
 		key := u.GetKind() + "/" + u.GetName()
 		doc, ok := committed[key]
@@ -86,28 +91,50 @@ func TestIngressNginxExampleConfig(t *testing.T) {
 			want, got = &w.Spec, &g.Spec
 			convert(t, u.Object, &w)
 			unmarshal(t, doc, &g)
-		case "Ingress":
-			var w, g networkingv1.Ingress
-			convert(t, u.Object, &w)
+		case "Gateway", "HTTPRoute":
+			var g map[string]any
 			unmarshal(t, doc, &g)
-			prequalRules = w.Spec.Rules
-			want, got = &w.Spec, &g.Spec
-			if g.Annotations[manifests.AlgorithmAnnotation] != "prequal" {
-				t.Errorf("the prequal Ingress's annotations: %v", g.Annotations)
+			want, got = jsonOf(t, u.Object["spec"]), jsonOf(t, g["spec"])
+			if u.GetKind() == "HTTPRoute" {
+				prequalRules = g["spec"].(map[string]any)["rules"]
+				if ann, _, _ := unstructured.NestedString(g, "metadata", "annotations", manifests.AlgorithmAnnotation); ann != "prequal" {
+					t.Errorf("the prequal HTTPRoute's algorithm annotation %q, want prequal", ann)
+				}
 			}
+		default:
+			t.Errorf("the project renders an unexpected %s", key)
+			continue
 		}
 		if !equality.Semantic.DeepEqual(want, got) {
 			t.Errorf("workload.yaml's %s is not what the project renders for scenario.yaml", key)
 		}
 	}
-	var ng networkingv1.Ingress
-	unmarshal(t, committed["Ingress/work-nginx"], &ng)
-	if ng.Spec.IngressClassName == nil || *ng.Spec.IngressClassName != "nginx" ||
-		ng.Annotations["nginx.ingress.kubernetes.io/load-balance"] != "round_robin" ||
-		!equality.Semantic.DeepEqual(ng.Spec.Rules, prequalRules) {
-		t.Errorf("the nginx Ingress: class %v, annotations %v, rules %+v; want class nginx, load-balance round_robin, the prequal Ingress's rules",
-			ng.Spec.IngressClassName, ng.Annotations, ng.Spec.Rules)
+	var eg, policy map[string]any
+	unmarshal(t, committed["HTTPRoute/work-eg"], &eg)
+	unmarshal(t, committed["BackendTrafficPolicy/work-eg"], &policy)
+	if refs, _, _ := unstructured.NestedSlice(eg, "spec", "parentRefs"); jsonOf(t, refs) != `[{"name":"eg"}]` ||
+		jsonOf(t, eg["spec"].(map[string]any)["rules"]) != jsonOf(t, prequalRules) {
+		t.Errorf("Envoy Gateway's HTTPRoute %v: want parentRef eg and the prequal HTTPRoute's rules", eg["spec"])
 	}
+	if targets, _, _ := unstructured.NestedSlice(policy, "spec", "targetRefs"); jsonOf(t, targets) != `[{"group":"gateway.networking.k8s.io","kind":"HTTPRoute","name":"work-eg"}]` {
+		t.Errorf("BackendTrafficPolicy targets %v, want the HTTPRoute work-eg", targets)
+	}
+	if lb, _, _ := unstructured.NestedString(policy, "spec", "loadBalancer", "type"); lb != "RoundRobin" {
+		t.Errorf("BackendTrafficPolicy loadBalancer.type %q, want RoundRobin", lb)
+	}
+	if _, ok := committed["GatewayClass/eg"]; !ok {
+		t.Error("workload.yaml lacks Envoy Gateway's GatewayClass eg")
+	}
+}
+
+// jsonOf is v's JSON, for comparing YAML-decoded and rendered values.
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func convert(t *testing.T, obj map[string]any, into any) {
@@ -125,11 +152,12 @@ func unmarshal(t *testing.T, doc []byte, into any) {
 }
 
 // The example's hooks, run as the campaign runs them, against stand-ins
-// for kubectl and curl that record their arguments: setAlgorithm sets
-// the annotation per algorithm (prequal: nothing), the reset flips it to
-// the other balancer and back, prequal's reset posts to the admin API
-// with the Secret's token, and a name ingress-nginx has not is refused.
-func TestIngressNginxExampleHooks(t *testing.T) {
+// for kubectl and curl that record their arguments: setAlgorithm patches
+// the policy's loadBalancer.type per algorithm (prequal: nothing), the
+// reset flips it to another type and back, prequal's reset posts to the
+// admin API with the Secret's token, and a name Envoy Gateway has not is
+// refused.
+func TestEnvoyGatewayExampleHooks(t *testing.T) {
 	bin, log := t.TempDir(), filepath.Join(t.TempDir(), "calls.log")
 	token := base64.StdEncoding.EncodeToString([]byte("sekret"))
 	for name, body := range map[string]string{
@@ -143,12 +171,12 @@ func TestIngressNginxExampleHooks(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("HOOKLOG", log)
 	t.Setenv("SYNC_WAIT", "0")
-	c, err := Load(filepath.Join(ingressNginxDir, "external.yaml"))
+	c, err := Load(filepath.Join(envoyGatewayDir, "external.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.settle = 0
-	s, err := scenario.Lookup(filepath.Join(ingressNginxDir, "scenario.yaml"))
+	s, err := scenario.Lookup(filepath.Join(envoyGatewayDir, "scenario.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +190,14 @@ func TestIngressNginxExampleHooks(t *testing.T) {
 		os.Remove(log)
 		return string(b)
 	}
-	const annotate = "kubectl -n prequalbench annotate --overwrite ingress work-nginx nginx.ingress.kubernetes.io/load-balance="
+	patch := func(lb string) string {
+		return `kubectl -n prequalbench patch backendtrafficpolicy work-eg --type merge -p {"spec":{"loadBalancer":{"type":"` + lb + `"}}}` + "\n"
+	}
 	ctx := context.Background()
 	for _, c := range []struct{ algorithm, set, reset string }{
-		{"round-robin", annotate + "round_robin\n", annotate + "ewma\n" + annotate + "round_robin\n"},
-		{"ewma", annotate + "ewma\n", annotate + "round_robin\n" + annotate + "ewma\n"},
+		{"round-robin", patch("RoundRobin"), patch("Random") + patch("RoundRobin")},
+		{"p2c", patch("LeastRequest"), patch("RoundRobin") + patch("LeastRequest")},
+		{"random", patch("Random"), patch("RoundRobin") + patch("Random")},
 		{"prequal", "", "kubectl -n prequalbench-system get secret prequal-admin-token -o jsonpath={.data.token}\n" +
 			"curl -fsS -X POST -H Authorization: Bearer sekret -H Content-Type: application/json -d {} http://127.0.0.1:31081/admin/reset\n"},
 	} {

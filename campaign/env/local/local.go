@@ -101,9 +101,10 @@ type Env struct {
 }
 
 var (
-	_ env.Environment  = (*Env)(nil)
-	_ env.LogCollector = (*Env)(nil)
-	_ env.Scaler       = (*Env)(nil)
+	_ env.Environment   = (*Env)(nil)
+	_ env.LogCollector  = (*Env)(nil)
+	_ env.Scaler        = (*Env)(nil)
+	_ env.BuildSwitcher = (*Env)(nil)
 )
 
 type backend struct {

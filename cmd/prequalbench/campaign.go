@@ -70,6 +70,12 @@ type campaignRunFlags struct {
 	generators    int
 	generatorsSet bool
 	generatorLead time.Duration
+
+	// A/B of two builds (local env): the baseline's binary or git ref,
+	// and where ref builds are cached.
+	baselineBin string
+	baselineRef string
+	buildCache  string
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -131,6 +137,9 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl.StringVar(&f.serviceType, "service-type", "NodePort", "kube env: NodePort, or LoadBalancer to also publish the proxy port through a LoadBalancer Service")
 	fl.StringVar(&f.external, "external", "", "external env: config file naming the ingress URL(s), the setAlgorithm and reset hooks and the backends (see examples/external/)")
 	fl.IntVar(&f.generators, "generators", 0, "kind and kube envs: send the load from this many generator Jobs inside the cluster to the ingress Service, merged exactly; 0: from this machine through the published NodePort, LoadBalancer or --proxy-url (default: the scenario's load.generators, else 1 on kind and 0 on kube)")
+	fl.StringVar(&f.baselineBin, "baseline-bin", "", "A/B (local env): run the algorithm on this prequalbench binary too, interleaved with this build (or --ingress-bin) run by run; the report says which build is faster (docs/ab.md)")
+	fl.StringVar(&f.baselineRef, "baseline-ref", "", "A/B (local env): like --baseline-bin, with the binary built from this git ref of the source tree (once per commit, cached)")
+	fl.StringVar(&f.buildCache, "build-cache", "", "with --baseline-ref: directory of the builds by commit (default: the user cache directory's prequalbench/builds)")
 	fl.DurationVar(&f.generatorLead, "generator-lead", 0, "kind and kube envs: time from creating the generator Jobs to their common start, for scheduling and image pulls (default 30s)")
 	return c
 }
@@ -242,6 +251,9 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			}
 		}
 	}
+	if err := checkABFlags(cmd, f); err != nil {
+		return err
+	}
 	if f.resume != "" {
 		for _, name := range []string{"scenario", "algorithms", "sweep", "reps", "seed", "duration-scale", "ingress-replicas", "reset", "order"} {
 			if cmd.Flags().Changed(name) {
@@ -267,6 +279,14 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			// Said before a campaign directory is made (the runner refuses too).
 			return badInput(fmt.Errorf("scenario %s: the churn block scales backend processes or Deployments; --env sim cannot, run it with --env local, kind or kube", s.Name))
 		}
+		if f.abRequested() {
+			if err := abScenario(cmd, s, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			if opts.Builds, err = abBuilds(ctx, f, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+		}
 		opts.Scenario = s
 		if f.generatorsSet && (f.env == "kind" || f.env == "kube") {
 			if err := s.Load.CheckGenerators(f.generators); err != nil {
@@ -277,7 +297,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: scenario %s: load.generators (%d) applies to --env kind and kube; the %s environment sends the load from this machine\n", s.Name, *g, f.env)
 		}
 		// Said before hours of runs, not after: reps too few for any verdict.
-		if w := scenario.RepsShortfall(s.Protocol); w != "" {
+		if w := scenario.RepsShortfall(s.Protocol); w != "" && !f.abRequested() {
 			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 		}
 	}

@@ -1,0 +1,84 @@
+package reports
+
+import (
+	"fmt"
+
+	"github.com/prequalbench/prequalbench/artifacts"
+)
+
+// An A/B campaign (artifacts.Campaign.Builds) runs one policy on two
+// builds of the ingress as two arms, "policy@build". Its comparison is the
+// usual one, baseline arm as the reference; these lines say it in terms of
+// builds: which one is faster, or that they are equal within what the
+// runs can detect.
+
+// abSetup says which builds ran, for the conclusion.
+func abSetup(builds []artifacts.Build, policy string) string {
+	if len(builds) != 2 {
+		return ""
+	}
+	return fmt.Sprintf("**A/B of two builds of the ingress**, both running %s, interleaved run by run on one host: baseline **%s** (%s) against candidate **%s** (%s).",
+		policy, artifacts.ArmLabel(policy, builds[0].Name), buildOrigin(builds[0]),
+		artifacts.ArmLabel(policy, builds[1].Name), buildOrigin(builds[1]))
+}
+
+// buildOrigin is where a build came from: its ref and commit, else its
+// binary.
+func buildOrigin(b artifacts.Build) string {
+	s := ""
+	switch {
+	case b.Ref != "":
+		s = "git ref " + b.Ref + ", commit " + b.Revision
+	case b.Revision != "" && b.Revision != "unknown":
+		s = "commit " + b.Revision
+	default:
+		s = "revision unknown"
+	}
+	return s + ", binary " + b.IngressBin
+}
+
+// abVerdict is the A/B's outcome in a sentence: the slower build named,
+// or the builds equal within what the runs detect. "" when the campaign
+// is no A/B or made no primary comparison.
+func abVerdict(a *Analysis) string {
+	if len(a.Campaign.Builds) != 2 {
+		return ""
+	}
+	for _, c := range a.Comparisons {
+		if !c.Primary {
+			continue
+		}
+		m := metricByKey(c.Metric)
+		worse := "worse"
+		if m.Unit == "ms" {
+			worse = "slower"
+		}
+		switch c.Outcome {
+		case OutcomeBetter:
+			loser := c.Algorithm
+			if c.Winner == c.Algorithm {
+				loser = c.Reference
+			}
+			role := "candidate"
+			if loser == c.Reference {
+				role = "baseline"
+			}
+			return fmt.Sprintf("**The %s build %s is %s** on the %s, beyond the minimum effect (%s).", role, loser, worse, m.Label, regressionWord(role))
+		case OutcomeNoData:
+			return "**The builds could not be compared**: a side has no valid run."
+		}
+		within := ""
+		if a.Power != nil {
+			within = " (about " + fmtChange(float64(a.Power.Detectable)) + ", see below)"
+		}
+		return fmt.Sprintf("**The builds are equal within what these runs can detect**%s: no difference of the %s beyond the minimum effect was named.", within, m.Label)
+	}
+	return ""
+}
+
+func regressionWord(slowerRole string) string {
+	if slowerRole == "candidate" {
+		return "a regression"
+	}
+	return "an improvement"
+}

@@ -82,3 +82,19 @@ func regressionWord(slowerRole string) string {
 	}
 	return "an improvement"
 }
+
+// CandidateWorse reports whether an A/B campaign named its candidate
+// build worse than its baseline on the primary metric: significant after
+// Holm and beyond the minimum effect, the same verdict as any other. ok
+// is false for a campaign that is no A/B.
+func CandidateWorse(a *Analysis) (worse bool, sentence string, ok bool) {
+	if len(a.Campaign.Builds) != 2 {
+		return false, "", false
+	}
+	for _, c := range a.Comparisons {
+		if c.Primary && c.Outcome == OutcomeBetter && c.Winner == c.Reference {
+			worse = true
+		}
+	}
+	return worse, abVerdict(a), true
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/reports/reportstest"
+)
+
+// abCampaign is an A/B fixture whose candidate's tail is tail times the
+// baseline's.
+func abCampaign(t *testing.T, tail float64) string {
+	s := reportstest.Default(8)
+	base := s.Profiles["prequal"]
+	cand := base
+	cand.TailMs *= tail
+	s.Algorithms = []string{"prequal@aaaaaaa", "prequal@bbbbbbb"}
+	s.Profiles = map[string]reportstest.Profile{"prequal@aaaaaaa": base, "prequal@bbbbbbb": cand}
+	s.Builds = []artifacts.Build{
+		{Name: "aaaaaaa", Role: artifacts.BuildBaseline, IngressBin: "/a"},
+		{Name: "bbbbbbb", Role: artifacts.BuildCandidate, IngressBin: "/b"},
+	}
+	return campaignDir(t, s)
+}
+
+// --gate fails the job (exit 1) on a candidate named slower, passes a
+// faster or equal one, and refuses a campaign that is no A/B (exit 2).
+func TestReportGate_ExitCodes(t *testing.T) {
+	if code, out := runCLI(t, "report", abCampaign(t, 1.5), "--gate"); code != 1 || !strings.Contains(out, "The candidate build prequal@bbbbbbb is slower") {
+		t.Errorf("slower candidate: exit %d\n%s", code, out)
+	}
+	if code, out := runCLI(t, "report", abCampaign(t, 0.6), "--gate"); code != 0 || !strings.Contains(out, "gate passed: The baseline build prequal@aaaaaaa is slower") {
+		t.Errorf("faster candidate: exit %d\n%s", code, out)
+	}
+	if code, out := runCLI(t, "report", abCampaign(t, 1), "--gate"); code != 0 || !strings.Contains(out, "gate passed: The builds are equal within what these runs can detect") {
+		t.Errorf("equal builds: exit %d\n%s", code, out)
+	}
+	if code, out := runCLI(t, "report", campaignDir(t, reportstest.Default(4)), "--gate"); code != 2 || !strings.Contains(out, "not an A/B campaign") {
+		t.Errorf("no A/B: exit %d\n%s", code, out)
+	}
+}
+
+// An A/B runs where the ingress is a binary this command starts: the
+// flags are refused, naming why, everywhere else.
+func TestCampaignRun_ABFlagsRefusedWhereTheyCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--env", "sim", "--baseline-ref", "main"}, "the simulator runs no binaries"},
+		{[]string{"--env", "kind", "--baseline-bin", "/bin/true"}, "--env local only"},
+		{[]string{"--baseline-bin", "/bin/true", "--baseline-ref", "main"}, "give one baseline"},
+		{[]string{"--resume", "somewhere", "--baseline-ref", "main"}, "runs the builds the campaign recorded"},
+		{[]string{"--baseline-ref", "main", "--sweep", "prequal:qrif=0.5,0.6"}, "drop --sweep"},
+		{[]string{"--baseline-bin", "/no/such/prequalbench"}, "--baseline-bin /no/such/prequalbench: no such file"},
+		{[]string{"--baseline-ref", "main", "--algorithms", "prequal,round-robin"}, "an A/B runs one algorithm on two builds, got 2"},
+	} {
+		_, err := campaignCLI(t, append([]string{"campaign", "run"}, tc.args...)...)
+		var ee *exitError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &ee) || ee.code != 2 {
+			t.Errorf("%v: %v, want exit 2 naming %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestBuildName_ShortCommitElseBinary(t *testing.T) {
+	for _, tc := range []struct{ rev, bin, want string }{
+		{"073ab5d5c0ffee", "/x/prequalbench", "073ab5d"},
+		{"073ab5d5c0ffee-dirty", "/x/prequalbench", "073ab5d-dirty"},
+		{"unknown", "/x/prequalbench-old", "prequalbench-old"},
+		{"", "/x/pb@v2", "pb_v2"},
+	} {
+		if got := buildName(tc.rev, tc.bin); got != tc.want {
+			t.Errorf("buildName(%q, %q) = %q, want %q", tc.rev, tc.bin, got, tc.want)
+		}
+	}
+}

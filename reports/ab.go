@@ -83,18 +83,38 @@ func regressionWord(slowerRole string) string {
 	return "an improvement"
 }
 
-// CandidateWorse reports whether an A/B campaign named its candidate
-// build worse than its baseline on the primary metric: significant after
-// Holm and beyond the minimum effect, the same verdict as any other. ok
-// is false for a campaign that is no A/B.
-func CandidateWorse(a *Analysis) (worse bool, sentence string, ok bool) {
+// Gate is what an A/B campaign says about its candidate build.
+type Gate struct {
+	// AB is false for a campaign of one build.
+	AB bool
+	// Judged is false when the primary comparison could not be made (too
+	// few valid runs, no data): nothing was measured, so nothing passed.
+	Judged bool
+	// Worse: the candidate was named worse than the baseline on the
+	// primary metric, significant after Holm and beyond the minimum
+	// effect, the same verdict as any other.
+	Worse    bool
+	Sentence string
+}
+
+// GateOf judges an A/B campaign's candidate build.
+func GateOf(a *Analysis) Gate {
 	if len(a.Campaign.Builds) != 2 {
-		return false, "", false
+		return Gate{}
 	}
+	g := Gate{AB: true, Sentence: abVerdict(a)}
 	for _, c := range a.Comparisons {
-		if c.Primary && c.Outcome == OutcomeBetter && c.Winner == c.Reference {
-			worse = true
+		if !c.Primary || c.Outcome == OutcomeNoData {
+			continue
+		}
+		g.Judged = true
+		g.Worse = g.Worse || (c.Outcome == OutcomeBetter && c.Winner == c.Reference)
+	}
+	if !g.Judged {
+		g.Sentence = "no primary comparison could be made"
+		for _, nc := range a.NotCompared {
+			g.Sentence = nc.Reason
 		}
 	}
-	return worse, abVerdict(a), true
+	return g
 }

@@ -40,6 +40,15 @@ func TestReportGate_ExitCodes(t *testing.T) {
 	if code, out := runCLI(t, "report", campaignDir(t, reportstest.Default(4)), "--gate"); code != 2 || !strings.Contains(out, "not an A/B campaign") {
 		t.Errorf("no A/B: exit %d\n%s", code, out)
 	}
+	// Too few valid runs: nothing measured, so the gate does not pass.
+	s := reportstest.Default(2)
+	s.Algorithms = []string{"prequal@aaaaaaa", "prequal@bbbbbbb"}
+	s.Profiles = map[string]reportstest.Profile{"prequal@aaaaaaa": s.Profiles["prequal"], "prequal@bbbbbbb": s.Profiles["prequal"]}
+	s.Builds = []artifacts.Build{{Name: "aaaaaaa", Role: artifacts.BuildBaseline, IngressBin: "/a"}, {Name: "bbbbbbb", Role: artifacts.BuildCandidate, IngressBin: "/b"}}
+	s.InvalidRuns = map[int][]string{1: {"host idle below 10%"}, 2: {"host idle below 10%"}, 3: {"host idle below 10%"}}
+	if code, out := runCLI(t, "report", campaignDir(t, s), "--gate"); code != 1 || !strings.Contains(out, "could not be compared") {
+		t.Errorf("no valid comparison: exit %d\n%s", code, out)
+	}
 }
 
 // An A/B runs where the ingress is a binary this command starts: the

@@ -45,6 +45,7 @@ DIR/REPORT.md and DIR/plots/*.svg. The same artifacts always give the same bytes
   report DIR --gate            an A/B campaign (campaign run --baseline-*): write REPORT.md;
                                exit 1 when the candidate build is named worse on the
                                primary metric (significant, beyond the minimum effect)
+                               or the builds could not be compared (too few valid runs)
 
 Exit codes: 0 ok, 1 check failed or regression, 2 bad input.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -123,12 +124,15 @@ func gate(out io.Writer, dir string, opts reports.Options) error {
 	if err != nil {
 		return classify(err)
 	}
-	worse, sentence, ok := reports.CandidateWorse(a)
-	plain := strings.ReplaceAll(sentence, "**", "")
+	g := reports.GateOf(a)
+	plain := strings.ReplaceAll(g.Sentence, "**", "")
 	switch {
-	case !ok:
+	case !g.AB:
 		return &exitError{2, fmt.Errorf("report: --gate: %s is not an A/B campaign of two builds (run it with campaign run --baseline-bin or --baseline-ref)", dir)}
-	case worse:
+	case !g.Judged:
+		// A gate that passes what it could not measure can never fail.
+		return &exitError{1, fmt.Errorf("report: --gate: the builds could not be compared: %s (see the Validity section of REPORT.md)", plain)}
+	case g.Worse:
 		return &exitError{1, fmt.Errorf("report: --gate: %s", plain)}
 	}
 	fmt.Fprintf(out, "gate passed: %s\n", plain)

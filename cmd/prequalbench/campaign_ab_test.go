@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -84,5 +85,17 @@ func TestBuildName_ShortCommitElseBinary(t *testing.T) {
 		if got := buildName(tc.rev, tc.bin); got != tc.want {
 			t.Errorf("buildName(%q, %q) = %q, want %q", tc.rev, tc.bin, got, tc.want)
 		}
+	}
+}
+
+// A test build whose link-time delay is not a duration refuses to start,
+// naming the knob, rather than running undelayed.
+func TestIngress_TestAddedDelayMustParse(t *testing.T) {
+	old := testAddedDelay
+	t.Cleanup(func() { testAddedDelay = old })
+	testAddedDelay = "3 ms"
+	err := runIngressCmd(context.Background(), "--source", "file", "--routes", "x")
+	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "main.testAddedDelay") {
+		t.Errorf("err %v (exit %d), want exit 2 naming main.testAddedDelay", err, exitCode(err))
 	}
 }

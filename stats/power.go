@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 )
 
 // PowerSpec is what a verdict on a ratio of medians needs, and what the
@@ -46,6 +47,20 @@ const MaxDetectable = 2.0
 // change and a bisection finds it. +Inf when not even MaxDetectable is
 // detected (too few runs, or too wide a spread); NaN for bad input.
 func DetectableChange(spec PowerSpec) float64 {
+	if d, ok := detectable.Load(spec); ok {
+		return d.(float64)
+	}
+	d := detectableChange(spec)
+	detectable.Store(spec, d)
+	return d
+}
+
+// detectable memoises DetectableChange, a pure function of its spec that
+// takes a good part of a second: a report is often rendered twice (build,
+// then check) and tests render the same campaign many times.
+var detectable sync.Map
+
+func detectableChange(spec PowerSpec) float64 {
 	if spec.N < 2 || !(spec.CV >= 0) || !(spec.Threshold > 0) || !(spec.Power > 0 && spec.Power < 1) {
 		return math.NaN()
 	}

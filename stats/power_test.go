@@ -23,7 +23,7 @@ func TestDetectableChange_FollowsSpreadAndRuns(t *testing.T) {
 	if d := DetectableChange(spec(3, 0.01)); !math.IsInf(d, 1) {
 		t.Errorf("3 runs per side (min p 0.1): %v, want +Inf", d)
 	}
-	if d := DetectableChange(spec(8, 0.05)); math.IsNaN(d) || d != DetectableChange(spec(8, 0.05)) {
+	if d := DetectableChange(spec(8, 0.05)); math.IsNaN(d) || d != detectableChange(spec(8, 0.05)) {
 		t.Errorf("not reproducible: %v", d)
 	}
 }

@@ -67,6 +67,10 @@ func abVerdict(a *Analysis) string {
 		case OutcomeNoData:
 			return "**The builds could not be compared**: a side has no valid run."
 		}
+		if unreachable(c, a.Campaign.Alpha) {
+			return fmt.Sprintf("**The builds could not be compared**: %d and %d valid runs, smallest possible p %s, so no difference can be significant whatever its size; add reps (see docs/ab.md).",
+				c.NR, c.NA, fmtP(float64(c.MinP)))
+		}
 		within := ""
 		if a.Power != nil {
 			within = " (about " + fmtChange(float64(a.Power.Detectable)) + ", see below)"
@@ -103,18 +107,30 @@ func GateOf(a *Analysis) Gate {
 		return Gate{}
 	}
 	g := Gate{AB: true, Sentence: abVerdict(a)}
+	cannotReach := false
 	for _, c := range a.Comparisons {
 		if !c.Primary || c.Outcome == OutcomeNoData {
+			continue
+		}
+		// Run counts that cannot reach alpha measure nothing either.
+		if unreachable(c, a.Campaign.Alpha) {
+			cannotReach = true
 			continue
 		}
 		g.Judged = true
 		g.Worse = g.Worse || (c.Outcome == OutcomeBetter && c.Winner == c.Reference)
 	}
-	if !g.Judged {
+	if !g.Judged && !cannotReach {
 		g.Sentence = "no primary comparison could be made"
 		for _, nc := range a.NotCompared {
 			g.Sentence = nc.Reason
 		}
 	}
 	return g
+}
+
+// unreachable says a comparison's run counts cannot give a p below alpha
+// whatever the data (3 vs 3 runs: 0.1): it measured nothing.
+func unreachable(c Comparison, alpha float64) bool {
+	return c.NR > 0 && c.NA > 0 && !(float64(c.MinP) < alpha)
 }

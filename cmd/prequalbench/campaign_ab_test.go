@@ -52,6 +52,23 @@ func TestReportGate_ExitCodes(t *testing.T) {
 	}
 }
 
+// 3 valid runs per build cannot reach p < 0.05 whatever the data (the
+// smallest p is 0.1): a gate that passed them would pass any regression,
+// so it fails as "could not be compared", like no data at all.
+func TestReportGate_FailsWhenTheRunsCannotReachSignificance(t *testing.T) {
+	s := reportstest.Default(3)
+	base := s.Profiles["prequal"]
+	cand := base
+	cand.TailMs *= 3 // a tripled tail, and still no verdict possible
+	s.Algorithms = []string{"prequal@aaaaaaa", "prequal@bbbbbbb"}
+	s.Profiles = map[string]reportstest.Profile{"prequal@aaaaaaa": base, "prequal@bbbbbbb": cand}
+	s.Builds = []artifacts.Build{{Name: "aaaaaaa", Role: artifacts.BuildBaseline, IngressBin: "/a"}, {Name: "bbbbbbb", Role: artifacts.BuildCandidate, IngressBin: "/b"}}
+	code, out := runCLI(t, "report", campaignDir(t, s), "--gate")
+	if code != 1 || !strings.Contains(out, "could not be compared") || !strings.Contains(out, "smallest possible p 0.1") {
+		t.Errorf("3 vs 3 runs: exit %d, want 1 naming the unreachable p\n%s", code, out)
+	}
+}
+
 // An A/B runs where the ingress is a binary this command starts: the
 // flags are refused, naming why, everywhere else.
 func TestCampaignRun_ABFlagsRefusedWhereTheyCannotRun(t *testing.T) {

@@ -286,6 +286,9 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			if opts.Builds, err = abBuilds(ctx, f, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
+			if err := checkBuilds(ctx, opts.Builds, s); err != nil {
+				return err
+			}
 		}
 		opts.Scenario = s
 		if f.generatorsSet && (f.env == "kind" || f.env == "kube") {

@@ -124,6 +124,25 @@ func abBuilds(ctx context.Context, f *campaignRunFlags, msg io.Writer) ([]artifa
 	return builds, nil
 }
 
+// checkBuilds refuses, before any run, a build whose ingress lacks a
+// flag the local env will pass it: a baseline older than that flag.
+func checkBuilds(ctx context.Context, builds []artifacts.Build, s *scenario.Scenario) error {
+	for _, b := range builds {
+		if err := local.CheckIngressBuild(ctx, b.IngressBin, s); err != nil {
+			return badInput(fmt.Errorf("the %s build %s (%s): %w", b.Role, b.Name, buildSource(b), err))
+		}
+	}
+	return nil
+}
+
+// buildSource says where a build came from, for an error.
+func buildSource(b artifacts.Build) string {
+	if b.Ref != "" {
+		return "--baseline-ref " + b.Ref + ", commit " + b.Revision
+	}
+	return b.IngressBin
+}
+
 // buildName is a build's label: its short commit ("-dirty" when built
 // from a modified tree), else its binary's file name.
 func buildName(revision, bin string) string {

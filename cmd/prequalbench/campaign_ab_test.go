@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/campaign/env/local"
 	"github.com/prequalbench/prequalbench/reports/reportstest"
+	"github.com/prequalbench/prequalbench/scenario"
 )
 
 // abCampaign is an A/B fixture whose candidate's tail is tail times the
@@ -114,5 +118,53 @@ func TestIngress_TestAddedDelayMustParse(t *testing.T) {
 	err := runIngressCmd(context.Background(), "--source", "file", "--routes", "x")
 	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "main.testAddedDelay") {
 		t.Errorf("err %v (exit %d), want exit 2 naming main.testAddedDelay", err, exitCode(err))
+	}
+}
+
+// fakeBuild writes an executable that answers `ingress --help` with help
+// and anything else with nothing: a stand-in for a prequalbench build.
+func fakeBuild(t *testing.T, name, help string) string {
+	t.Helper()
+	dir := t.TempDir()
+	helpFile := filepath.Join(dir, name+".help")
+	if err := os.WriteFile(helpFile, []byte(help), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	script := "#!/bin/sh\nif [ \"$1\" = ingress ] && [ \"$2\" = --help ]; then cat '" + helpFile + "'; fi\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// A baseline older than a flag the local env passes its ingress (the
+// nightly's last passing commit can be) is refused before any run,
+// naming the flag, instead of failing its first run after the other
+// build's; this build's own ingress takes every flag.
+func TestCampaignRun_ABRefusesABuildLackingAnIngressFlag(t *testing.T) {
+	code, help := runCLI(t, "ingress", "--help")
+	if code != 0 || !strings.Contains(help, "--addr-file") {
+		t.Fatalf("ingress --help: exit %d\n%s", code, help)
+	}
+	y, err := os.ReadFile("../../examples/ab/ingress-ab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.Parse(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := fakeBuild(t, "current", help)
+	if err := local.CheckIngressBuild(context.Background(), current, s); err != nil {
+		t.Errorf("this build's own ingress: %v", err)
+	}
+	old := fakeBuild(t, "old", strings.ReplaceAll(help, "--addr-file", "--pid-file"))
+	_, err = campaignCLI(t, "campaign", "run", "--env", "local", "--scenario", "../../examples/ab/ingress-ab.yaml",
+		"--baseline-bin", old, "--ingress-bin", current, "--backend-bin", "/no/such/backend", "--out", t.TempDir())
+	var ee *exitError
+	if err == nil || !errors.As(err, &ee) || ee.code != 2 ||
+		!strings.Contains(err.Error(), "the baseline build old ("+old+")") || !strings.Contains(err.Error(), "does not take --addr-file") {
+		t.Errorf("old baseline: %v, want exit 2 naming the build and --addr-file", err)
 	}
 }

@@ -169,14 +169,17 @@ type Environment struct {
 	OS              string `json:"os"`
 	Arch            string `json:"arch"`
 	CPUs            int    `json:"cpus"`
-	CPUModel        string `json:"cpu_model,omitempty"`
-	MemoryBytes     uint64 `json:"memory_bytes,omitempty"`
-	Kernel          string `json:"kernel,omitempty"`
-	GoVersion       string `json:"go_version"`
-	RustVersion     string `json:"rust_version,omitempty"`
-	Version         string `json:"prequalbench_version"`
-	GitRevision     string `json:"git_revision,omitempty"`
-	GitDirty        bool   `json:"git_dirty"`
+	// HostID is a short hash of the host's name: two campaigns on
+	// different hosts are told apart without publishing the name.
+	HostID      string `json:"host_id,omitempty"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	Kernel      string `json:"kernel,omitempty"`
+	GoVersion   string `json:"go_version"`
+	RustVersion string `json:"rust_version,omitempty"`
+	Version     string `json:"prequalbench_version"`
+	GitRevision string `json:"git_revision,omitempty"`
+	GitDirty    bool   `json:"git_dirty"`
 	// SHA-256 of the binaries the environment ran (local env), so a
 	// rebuild from a dirty tree is told apart from the original.
 	IngressSHA256 string `json:"ingress_sha256,omitempty"`

@@ -69,12 +69,15 @@ func (r CompareResult) hostCaveat() string {
 }
 
 // hostDifferences lists what differs between the hosts and days of two
-// campaigns. The same code moved 1.16x at p99.9 between two days on the
+// campaigns (the host only when both recorded it). The same code moved 1.16x at p99.9 between two days on the
 // same kind of machine (issue 32): any of these can move the numbers
 // more than a threshold.
 func hostDifferences(nc, oc *artifacts.Campaign) []string {
 	ne, oe := nc.Environment, oc.Environment
 	var out []string
+	if ne.HostID != "" && oe.HostID != "" && ne.HostID != oe.HostID {
+		out = append(out, "host")
+	}
 	if ne.CPUModel != oe.CPUModel || ne.CPUs != oe.CPUs || ne.MemoryBytes != oe.MemoryBytes || ne.OS != oe.OS || ne.Arch != oe.Arch {
 		out = append(out, "machine")
 	}

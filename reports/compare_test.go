@@ -3,6 +3,7 @@ package reports_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,7 +216,27 @@ func TestCompare_SaysWhenHostOrDateDiffer(t *testing.T) {
 	if err := artifacts.ReadJSON(p, &c); err != nil {
 		t.Fatal(err)
 	}
+	// Another host of the same machine type, kernel and day (another CI
+	// runner): the host alone is named.
+	setEnv := func(dir string, f func(c *artifacts.Campaign)) {
+		p := filepath.Join(dir, artifacts.CampaignFile)
+		var c artifacts.Campaign
+		if err := artifacts.ReadJSON(p, &c); err != nil {
+			t.Fatal(err)
+		}
+		f(&c)
+		if err := artifacts.WriteJSON(p, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setEnv(old, func(c *artifacts.Campaign) { c.Environment.HostID = "aaaaaaaaaaaa" })
+	setEnv(cur, func(c *artifacts.Campaign) { c.Environment.HostID = "bbbbbbbbbbbb" })
+	if res, err = reports.Compare(cur, old, reports.Options{}); err != nil || !slices.Equal(res.HostDiffers, []string{"host"}) {
+		t.Errorf("another host: differs %v (%v), want [host]", res.HostDiffers, err)
+	}
+	setEnv(cur, func(c *artifacts.Campaign) { c.Environment.HostID = "aaaaaaaaaaaa" })
 	c.Environment.Kernel = "6.8.0"
+	c.Environment.HostID = "aaaaaaaaaaaa"
 	c.Started = c.Started.Add(26 * time.Hour)
 	if err := artifacts.WriteJSON(p, c); err != nil {
 		t.Fatal(err)

@@ -90,7 +90,8 @@ func abBuilds(ctx context.Context, f *campaignRunFlags, msg io.Writer) ([]artifa
 		}
 		repo, err := local.FindRepo(cwd)
 		if err != nil {
-			return nil, badInput(fmt.Errorf("--baseline-ref: %w", err))
+			// FindRepo's own hint (--backend-bin) does not help here.
+			return nil, badInput(fmt.Errorf("--baseline-ref %s: builds from the prequalbench source tree, and %s is not inside one: run it from a clone of the repository, or give a built binary with --baseline-bin", f.baselineRef, cwd))
 		}
 		cache := f.buildCache
 		if cache == "" {

@@ -168,3 +168,15 @@ func TestCampaignRun_ABRefusesABuildLackingAnIngressFlag(t *testing.T) {
 		t.Errorf("old baseline: %v, want exit 2 naming the build and --addr-file", err)
 	}
 }
+
+// --baseline-ref outside the source tree says to run it from a clone or
+// to pass --baseline-bin, not the backend's hint.
+func TestCampaignRun_BaselineRefOutsideTheSourceTree(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, err := campaignCLI(t, "campaign", "run", "--env", "local", "--scenario", "quickstart", "--baseline-ref", "v1.2.3")
+	var ee *exitError
+	if err == nil || !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "run it from a clone of the repository, or give a built binary with --baseline-bin") ||
+		strings.Contains(err.Error(), "--backend-bin") {
+		t.Errorf("outside the tree: %v, want exit 2 pointing at a clone or --baseline-bin", err)
+	}
+}

@@ -2,8 +2,10 @@ package reports
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/prequalbench/prequalbench/artifacts"
+	"github.com/prequalbench/prequalbench/stats"
 )
 
 // An A/B campaign (artifacts.Campaign.Builds) runs one policy on two
@@ -70,6 +72,11 @@ func abVerdict(a *Analysis) string {
 		if unreachable(c, a.Campaign.Alpha) {
 			return fmt.Sprintf("**The builds could not be compared**: %d and %d valid runs, smallest possible p %s, so no difference can be significant whatever its size; add reps (see docs/ab.md).",
 				c.NR, c.NA, fmtP(float64(c.MinP)))
+		}
+		if a.Power != nil && math.IsInf(float64(a.Power.Detectable), 1) {
+			// "Equal within more than +200%" would read as a finding.
+			return fmt.Sprintf("**No difference was named, and these runs could not have named one**: at their spread even a change of %s goes unnamed in most campaigns, so the builds are not shown equal; add reps (see below).",
+				fmtEffect(stats.MaxDetectable))
 		}
 		within := ""
 		if a.Power != nil {

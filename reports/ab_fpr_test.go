@@ -3,8 +3,10 @@ package reports
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/stats"
 )
 
@@ -74,5 +76,25 @@ func TestAB_DetectableSlowdownIsNamedAsOften(t *testing.T) {
 	if share := float64(slower) / trials; share < 0.7 || slower != named {
 		t.Errorf("a %.1f%% slowdown: candidate named slower in %d of %d campaigns (%d winners), want about %.0f%% and never the baseline",
 			100*d, slower, trials, named, 100*PowerLevel)
+	}
+}
+
+// Runs too spread to detect even a tripling are not reported as builds
+// "equal within more than +200%": the conclusion says no difference
+// could have been named.
+func TestAB_UndetectableIsNotEqual(t *testing.T) {
+	a := &Analysis{
+		Campaign: CampaignInfo{Alpha: 0.05, Builds: []artifacts.Build{
+			{Name: "a", Role: artifacts.BuildBaseline}, {Name: "b", Role: artifacts.BuildCandidate}}},
+		Comparisons: []Comparison{{Primary: true, Metric: "pessimistic_p99_ms", Outcome: OutcomeNotSignificant,
+			Reference: "prequal@a", Algorithm: "prequal@b", NR: 4, NA: 4, MinP: Num(stats.MinP(4, 4))}},
+		Power: &Power{Metric: "pessimistic_p99_ms", N: 4, CV: 0.9, Tests: 1, Threshold: 0.05, Detectable: Num(math.Inf(1)), Level: PowerLevel},
+	}
+	got := abVerdict(a)
+	if strings.Contains(got, "equal within") || !strings.Contains(got, "could not have named one") {
+		t.Errorf("verdict %q, want that no difference could have been named", got)
+	}
+	if g := GateOf(a); !g.Judged || g.Worse {
+		t.Errorf("gate %+v: 4 vs 4 runs can reach alpha, so the gate judges (and passes) them", g)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // RefBuild is the ingress built from a git ref, cached by commit.
@@ -23,7 +24,8 @@ type RefBuild struct {
 // in a detached `git worktree` beside the cache entry, built with `go
 // build` (its revision stamped as the Makefile does), and the worktree
 // removed. A later call for the same commit, through any ref naming it,
-// reuses the binary. announce is told before a build.
+// reuses the binary; a concurrent call for it waits for the build under
+// way. announce is told before a build.
 func BuildRef(ctx context.Context, repo, ref, cacheDir string, announce func(string)) (RefBuild, error) {
 	out, err := run(ctx, repo, "git", "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	if err != nil {
@@ -37,6 +39,20 @@ func BuildRef(ctx context.Context, repo, ref, cacheDir string, announce func(str
 	}
 	if err := os.MkdirAll(entry, 0o755); err != nil {
 		return RefBuild{}, fmt.Errorf("local: build cache: %w", err)
+	}
+	// Two campaigns building one commit at once (a shared cache) wrote
+	// one .tmp and renamed it twice; the second now waits for the first
+	// and takes its binary.
+	lock, err := os.OpenFile(filepath.Join(entry, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return RefBuild{}, fmt.Errorf("local: build cache: %w", err)
+	}
+	defer lock.Close() // closing releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return RefBuild{}, fmt.Errorf("local: build cache: lock %s: %w", lock.Name(), err)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return RefBuild{Commit: commit, IngressBin: bin}, nil
 	}
 	if announce != nil {
 		announce(fmt.Sprintf("building %s (%s) into %s (once per commit)...", ref, commit[:min(7, len(commit))], entry))

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -94,5 +96,33 @@ func TestBuildRef_OncePerCommitFromThatCommit(t *testing.T) {
 	}
 	if _, err := BuildRef(ctx, repo, "no-such-ref", cache, nil); err == nil || !strings.Contains(err.Error(), "--baseline-ref") {
 		t.Errorf("bad ref: %v, want an error naming --baseline-ref", err)
+	}
+}
+
+// Two campaigns sharing the cache, asking for one commit at once: one
+// builds, the other waits and takes that binary.
+func TestBuildRef_ConcurrentCallsBuildOnce(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go toolchain")
+	}
+	repo, _ := tinyRepo(t, "once")
+	cache := t.TempDir()
+	var builds atomic.Int32
+	results := make([]RefBuild, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = BuildRef(context.Background(), repo, "HEAD", cache, func(string) { builds.Add(1) })
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || results[0] != results[1] || builds.Load() != 1 {
+		t.Fatalf("results %+v, errors %v, %d builds; want one build, one binary for both", results, errs, builds.Load())
+	}
+	if out, err := exec.Command(results[0].IngressBin).Output(); err != nil || !strings.Contains(string(out), "once") {
+		t.Errorf("the binary: %q %v", out, err)
 	}
 }

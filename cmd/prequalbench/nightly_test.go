@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prequalbench/prequalbench/campaign"
 	"github.com/prequalbench/prequalbench/scenario"
 	"github.com/prequalbench/prequalbench/stats"
 	"sigs.k8s.io/yaml"
@@ -98,6 +99,22 @@ func checkNightlyReps(t *testing.T, root, run string) {
 	}
 	if stats.MinP(n, n) >= 0.05 {
 		t.Fatalf("%d runs per build cannot reach p < 0.05", n)
+	}
+	// Each build runs first in exactly half of the reps: a penalty on the
+	// first run of a rep then falls on both alike, where a seeded shuffle
+	// gave one build the first slot in 5 of 8 reps.
+	plan, _, err := campaign.Plan([]string{"prequal@base", "prequal@cand"}, n, s.Protocol.Order, s.Protocol.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := 0
+	for i := 0; i < len(plan); i += 2 {
+		if plan[i].Algorithm == "prequal@base" {
+			first++
+		}
+	}
+	if n%2 != 0 || 2*first != n {
+		t.Errorf("order %s, %d reps: the baseline runs first in %d reps, want exactly half (an even number of reps, order rotate)", s.Protocol.Order, n, first)
 	}
 	d := stats.DetectableChange(stats.PowerSpec{N: n, CV: 0.05, Threshold: 0.05, MinEffect: 0.05, Confidence: 0.95, Power: 0.8, Seed: 1})
 	if d > 0.20 {

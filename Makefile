@@ -47,6 +47,7 @@ fuzz-short:
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool -modfile=hack/tools/go.mod actionlint .github/workflows/*.yml
 	cd backend && $(CARGO) fmt --check && $(CARGO) clippy --quiet -- -D warnings
 
 bench:

@@ -120,6 +120,45 @@ type Campaign struct {
 	// in order; Environment is the first one's. A resume whose facts
 	// differ is refused unless forced, and then recorded here.
 	Sessions []Session `json:"sessions,omitempty"`
+	// Builds, in an A/B campaign, are the two builds of the ingress that
+	// ran the one policy, the baseline first; every algorithm of the
+	// campaign is then an arm "policy@build" (ArmLabel), and the
+	// reference is the baseline's arm. Empty in a campaign of one build.
+	Builds []Build `json:"builds,omitempty"`
+}
+
+// Build is one build of the ingress in an A/B campaign.
+type Build struct {
+	// Name labels the build in every table: the short commit when
+	// known, else the binary's file name.
+	Name string `json:"name"`
+	// Role is BuildBaseline or BuildCandidate.
+	Role string `json:"role"`
+	// IngressBin is the prequalbench binary run as the ingress.
+	IngressBin    string `json:"ingress_bin"`
+	IngressSHA256 string `json:"ingress_sha256,omitempty"`
+	// Ref is the git ref asked for (--baseline-ref), Revision the commit
+	// it resolved to or the binary reports; either may be empty.
+	Ref      string `json:"ref,omitempty"`
+	Revision string `json:"revision,omitempty"`
+}
+
+// Roles of the builds of an A/B campaign.
+const (
+	BuildBaseline  = "baseline"
+	BuildCandidate = "candidate"
+)
+
+// ArmLabel is the algorithm label of a policy run on a build.
+func ArmLabel(policy, build string) string { return policy + "@" + build }
+
+// SplitArm splits an A/B arm label into its policy and build; a plain
+// algorithm has no build.
+func SplitArm(label string) (policy, build string) {
+	if i := strings.LastIndex(label, "@"); i >= 0 {
+		return label[:i], label[i+1:]
+	}
+	return label, ""
 }
 
 // Environment records where and with what a campaign ran.
@@ -130,14 +169,17 @@ type Environment struct {
 	OS              string `json:"os"`
 	Arch            string `json:"arch"`
 	CPUs            int    `json:"cpus"`
-	CPUModel        string `json:"cpu_model,omitempty"`
-	MemoryBytes     uint64 `json:"memory_bytes,omitempty"`
-	Kernel          string `json:"kernel,omitempty"`
-	GoVersion       string `json:"go_version"`
-	RustVersion     string `json:"rust_version,omitempty"`
-	Version         string `json:"prequalbench_version"`
-	GitRevision     string `json:"git_revision,omitempty"`
-	GitDirty        bool   `json:"git_dirty"`
+	// HostID is a short hash of the host's name: two campaigns on
+	// different hosts are told apart without publishing the name.
+	HostID      string `json:"host_id,omitempty"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	Kernel      string `json:"kernel,omitempty"`
+	GoVersion   string `json:"go_version"`
+	RustVersion string `json:"rust_version,omitempty"`
+	Version     string `json:"prequalbench_version"`
+	GitRevision string `json:"git_revision,omitempty"`
+	GitDirty    bool   `json:"git_dirty"`
 	// SHA-256 of the binaries the environment ran (local env), so a
 	// rebuild from a dirty tree is told apart from the original.
 	IngressSHA256 string `json:"ingress_sha256,omitempty"`

@@ -28,7 +28,11 @@ func (r *runner) protocol(ctx context.Context, runDir string, run *artifacts.Run
 		return fmt.Errorf("campaign: %w", err)
 	}
 	r.progress.Phase("reset")
-	if err := r.env.SetAlgorithm(ctx, run.Algorithm); err != nil {
+	policy, err := r.switchBuild(ctx, run.Algorithm)
+	if err != nil {
+		return err
+	}
+	if err := r.env.SetAlgorithm(ctx, policy); err != nil {
 		return err
 	}
 	v, err := r.env.Reset(ctx, r.c.ResetMode)

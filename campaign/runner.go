@@ -45,6 +45,12 @@ type Options struct {
 	Warn io.Writer
 	// Now is the clock for names and timestamps; default time.Now.
 	Now func() time.Time
+	// Builds, when set, make an A/B campaign: the scenario's one
+	// algorithm runs on both builds (baseline first), interleaved rep by
+	// rep like algorithms, each arm labelled "policy@build" and the
+	// baseline's arm the reference. The environment must be an
+	// env.BuildSwitcher. Ignored on resume (campaign.json has them).
+	Builds []artifacts.Build
 }
 
 // Result is the outcome of a campaign.
@@ -196,7 +202,11 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *di
 		return nil, nil, "", nil, errs
 	}
 	p := s.Protocol
-	plan, warning, err := Plan(p.Algorithms, p.Reps, p.Order, p.Seed)
+	arms, reference, err := abArms(p.Algorithms, p.Reference, opts.Builds)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	plan, warning, err := Plan(arms, p.Reps, p.Order, p.Seed)
 	if err != nil {
 		return nil, nil, "", nil, fmt.Errorf("campaign: %w", err)
 	}
@@ -220,12 +230,13 @@ func prepare(opts Options) (*artifacts.Campaign, *scenario.Scenario, string, *di
 		ScenarioYAML:  string(y),
 		Seed:          p.Seed,
 		Order:         p.Order,
-		Algorithms:    p.Algorithms,
+		Algorithms:    arms,
 		Reps:          p.Reps,
 		Warmup:        p.Warmup.Std(),
 		Cooldown:      p.Cooldown.Std(),
 		ResetMode:     p.Reset,
-		Reference:     p.Reference,
+		Reference:     reference,
+		Builds:        opts.Builds,
 		PrimaryMetric: p.PrimaryMetric,
 		Plan:          plan,
 		Warnings:      warnings,

@@ -28,7 +28,8 @@ fi
 # beside it.
 hack/kube-test-bins.sh >/dev/null &
 kube=$!
-go mod download &
+# The lint tools (actionlint) live in their own module, hack/tools.
+(go mod download && go mod download -modfile=hack/tools/go.mod) &
 mods=$!
 (cd backend && cargo build --release --quiet)
 wait "$mods"

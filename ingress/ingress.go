@@ -109,6 +109,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Seed seeds the per-route random sources; 0 means random.
 	Seed uint64
+	// TestAddedDelay, test only, holds every proxied request this long
+	// before it is routed: a build with a known slowdown, for checking
+	// that an A/B campaign names it (see docs/ab.md). No flag sets it;
+	// only a build with -ldflags does (cmd/prequalbench).
+	TestAddedDelay time.Duration
 }
 
 // ErrUnknownRoute is returned for a route key the ingress does not have.

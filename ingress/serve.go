@@ -192,8 +192,12 @@ func (l watchedListener) Accept() (net.Conn, error) {
 // ClientIdleTimeout between requests (ClientFirstRequestTimeout before the
 // first) and sheds the longest-idle one at MaxClientConns.
 func (i *Ingress) ProxyServer() *h1.Server {
+	handler := h1.Handler(i.serve)
+	if d := i.opts.TestAddedDelay; d > 0 {
+		handler = func(x *h1.Exchange) { time.Sleep(d); i.serve(x) }
+	}
 	return &h1.Server{
-		Handler:      i.serve,
+		Handler:      handler,
 		ClientError:  i.clientError,
 		MaxHeadSize:  16 << 10,
 		MaxBodySize:  i.opts.MaxBodySize,

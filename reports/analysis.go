@@ -157,6 +157,9 @@ type Analysis struct {
 	Health      []HealthResult `json:"health"`
 	Warnings    []string       `json:"warnings"`
 	Runs        []RunRow       `json:"runs"`
+	// Power is what the reps can detect on the primary metric (nil for
+	// a rate or without comparisons).
+	Power *Power `json:"power,omitempty"`
 	// Sweeps are the campaign's swept parameters, if any.
 	Sweeps []SweepResult `json:"sweeps,omitempty"`
 	// Imported are the runs imported from another tool (k6), outside the
@@ -238,6 +241,8 @@ type CampaignInfo struct {
 	GoodputShareFloor float64 `json:"goodput_share_floor"`
 	// SchemaVersion of the artifacts (1 when campaign.json has none).
 	SchemaVersion int `json:"schema_version"`
+	// Builds of an A/B campaign, baseline first (see artifacts.Build).
+	Builds []artifacts.Build `json:"builds,omitempty"`
 }
 
 // AlgorithmResult summarises one algorithm's successful runs.
@@ -446,7 +451,7 @@ func analyze(ds *dataset, o Options) *Analysis {
 			ID: c.ID, Scenario: c.Scenario, Reference: o.reference(c), Algorithms: algorithms(ds),
 			Reps: c.Reps, Seed: c.Seed, Confidence: o.Confidence, Alpha: o.Alpha, Resamples: o.Resamples,
 			MinEffect: o.MinEffect, SchemaVersion: ds.schema(), PrimaryMetric: primaryOf(ds),
-			ErrorRateFloor: errorRateFloor, GoodputShareFloor: goodputShareFloor,
+			ErrorRateFloor: errorRateFloor, GoodputShareFloor: goodputShareFloor, Builds: c.Builds,
 		},
 		Comparisons: []Comparison{}, NotCompared: []NotCompared{}, Shares: []ShareResult{}, Health: []HealthResult{},
 		Warnings: slices.Clone(ds.Warnings),
@@ -576,6 +581,10 @@ func analyze(ds *dataset, o Options) *Analysis {
 		}
 		pairs, family := decide(a.Comparisons, o)
 		issues = append(issues, pairs...)
+		if a.Campaign.PrimaryMetric != scenario.PrimaryNone {
+			primary := metricByKey(a.Campaign.PrimaryMetric)
+			a.Power = powerOf(a, primary, func(alg string) []float64 { return values(alg, primary) }, c.Seed, o)
+		}
 		if family != "" {
 			a.Warnings = append(a.Warnings, family)
 		}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/stats"
@@ -39,13 +41,16 @@ type CompareResult struct {
 	// p-value (latencies and the rate; the error rate is gated by its
 	// rise); Undetectable those whose run counts could not reach alpha.
 	Gated, Tested, Undetectable int
+	// HostDiffers lists what differs between the two campaigns' hosts
+	// (machine, kernel, day): then no difference can be put on the code.
+	HostDiffers []string
 }
 
 // Summary is the one-line outcome for a terminal.
 func (r CompareResult) Summary() string {
 	switch {
 	case r.Regressed:
-		return "regressed"
+		return "regressed" + r.hostCaveat()
 	case r.Gated == 0:
 		return "nothing compared"
 	case r.Tested > 0 && r.Undetectable == r.Tested:
@@ -53,7 +58,36 @@ func (r CompareResult) Summary() string {
 	case r.Undetectable > 0:
 		return fmt.Sprintf("no significant regression; %d of %d latency and rate metrics could not have shown one (too few runs)", r.Undetectable, r.Tested)
 	}
-	return "no significant regression"
+	return "no significant regression" + r.hostCaveat()
+}
+
+func (r CompareResult) hostCaveat() string {
+	if len(r.HostDiffers) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(r.HostDiffers, ", ") + " differ: the code cannot be separated from the host; for a code change run an A/B in one campaign, docs/ab.md)"
+}
+
+// hostDifferences lists what differs between the hosts and days of two
+// campaigns (the host only when both recorded it). The same code moved 1.16x at p99.9 between two days on the
+// same kind of machine (issue 32): any of these can move the numbers
+// more than a threshold.
+func hostDifferences(nc, oc *artifacts.Campaign) []string {
+	ne, oe := nc.Environment, oc.Environment
+	var out []string
+	if ne.HostID != "" && oe.HostID != "" && ne.HostID != oe.HostID {
+		out = append(out, "host")
+	}
+	if ne.CPUModel != oe.CPUModel || ne.CPUs != oe.CPUs || ne.MemoryBytes != oe.MemoryBytes || ne.OS != oe.OS || ne.Arch != oe.Arch {
+		out = append(out, "machine")
+	}
+	if ne.Kernel != oe.Kernel {
+		out = append(out, "kernel")
+	}
+	if !nc.Started.IsZero() && !oc.Started.IsZero() && nc.Started.UTC().Format(time.DateOnly) != oc.Started.UTC().Format(time.DateOnly) {
+		out = append(out, "date")
+	}
+	return out
 }
 
 // Compare compares the campaign in newDir against the one in oldDir (same
@@ -94,6 +128,7 @@ func Compare(newDir, oldDir string, opts Options) (CompareResult, error) {
 	}
 	changes, notes := compareDatasets(nds, ods, o)
 	notes = append(environmentNotes(ne, oe), notes...)
+	res.HostDiffers = hostDifferences(&nds.Campaign, &ods.Campaign)
 	for _, c := range changes {
 		res.Regressed = res.Regressed || c.Regressed
 		if c.Gated {
@@ -262,6 +297,12 @@ func writeCompare(buf *bytes.Buffer, nds, ods *dataset, changes []MetricChange, 
 	default:
 		p("**Verdict: no significant regression.**\n\n")
 	}
+	if len(res.HostDiffers) > 0 {
+		p("**Cannot separate code from host.** The two campaigns differ in %s (%s). The same code has moved more than the threshold "+
+			"between two days on the same kind of machine, so a difference below may be the host's, not the code's. "+
+			"To compare two builds, run both in one campaign, interleaved on one host: `campaign run --baseline-ref REF` (docs/ab.md).\n\n",
+			joinComma(res.HostDiffers), hostPair(nds.Campaign, ods.Campaign))
+	}
 	for _, n := range notes {
 		p("- %s\n", n)
 	}
@@ -295,4 +336,13 @@ func joinComma(xs []string) string {
 		b.WriteString(x)
 	}
 	return b.String()
+}
+
+// hostPair says where and when each campaign ran.
+func hostPair(nc, oc artifacts.Campaign) string {
+	say := func(c artifacts.Campaign) string {
+		e := c.Environment
+		return fmt.Sprintf("%s, %d CPUs (%s), kernel %s, %s", c.ID, e.CPUs, orNone(e.CPUModel), orNone(e.Kernel), c.Started.UTC().Format(time.DateOnly))
+	}
+	return "new " + say(nc) + "; baseline " + say(oc)
 }

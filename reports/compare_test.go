@@ -3,8 +3,10 @@ package reports_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/reports"
@@ -192,4 +194,61 @@ func TestCompare_EnvironmentMustMatch(t *testing.T) {
 
 func old2load() *artifacts.LoadPath {
 	return &artifacts.LoadPath{Path: artifacts.LoadFromCLI, URLs: []string{"http://127.0.0.1:31080"}}
+}
+
+// Two campaigns of another kernel or day cannot tell code from host:
+// COMPARE.md says so first and names what differs, and so does the
+// terminal summary; two campaigns of one host and day carry no such
+// caveat.
+func TestCompare_SaysWhenHostOrDateDiffer(t *testing.T) {
+	t.Parallel()
+	old := fixture(t, reportstest.Default(4))
+	cur := fixture(t, regressedSpec(4))
+	res, err := reports.Compare(cur, old, reports.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cur, reports.CompareFile)); len(res.HostDiffers) > 0 || strings.Contains(string(b), "Cannot separate code from host") {
+		t.Fatalf("same host and day: differs %v\n%s", res.HostDiffers, b)
+	}
+	p := filepath.Join(cur, artifacts.CampaignFile)
+	var c artifacts.Campaign
+	if err := artifacts.ReadJSON(p, &c); err != nil {
+		t.Fatal(err)
+	}
+	// Another host of the same machine type, kernel and day (another CI
+	// runner): the host alone is named.
+	setEnv := func(dir string, f func(c *artifacts.Campaign)) {
+		p := filepath.Join(dir, artifacts.CampaignFile)
+		var c artifacts.Campaign
+		if err := artifacts.ReadJSON(p, &c); err != nil {
+			t.Fatal(err)
+		}
+		f(&c)
+		if err := artifacts.WriteJSON(p, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setEnv(old, func(c *artifacts.Campaign) { c.Environment.HostID = "aaaaaaaaaaaa" })
+	setEnv(cur, func(c *artifacts.Campaign) { c.Environment.HostID = "bbbbbbbbbbbb" })
+	if res, err = reports.Compare(cur, old, reports.Options{}); err != nil || !slices.Equal(res.HostDiffers, []string{"host"}) {
+		t.Errorf("another host: differs %v (%v), want [host]", res.HostDiffers, err)
+	}
+	setEnv(cur, func(c *artifacts.Campaign) { c.Environment.HostID = "aaaaaaaaaaaa" })
+	c.Environment.Kernel = "6.8.0"
+	c.Environment.HostID = "aaaaaaaaaaaa"
+	c.Started = c.Started.Add(26 * time.Hour)
+	if err := artifacts.WriteJSON(p, c); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = reports.Compare(cur, old, reports.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(cur, reports.CompareFile))
+	if want := "**Cannot separate code from host.** The two campaigns differ in kernel, date"; !strings.Contains(string(b), want) {
+		t.Errorf("COMPARE.md lacks %q:\n%s", want, b)
+	}
+	if s := res.Summary(); !strings.Contains(s, "kernel, date differ: the code cannot be separated from the host") {
+		t.Errorf("summary %q does not say the host differs", s)
+	}
 }

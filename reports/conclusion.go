@@ -22,6 +22,10 @@ func writeConclusion(w io.Writer, ds *dataset, a *Analysis) {
 		}
 	}
 	primary := a.Campaign.PrimaryMetric
+	if len(a.Campaign.Builds) == 2 {
+		policy, _ := artifacts.SplitArm(ref)
+		fmt.Fprintf(w, "%s\n\n", abSetup(a.Campaign.Builds, policy))
+	}
 	switch {
 	case len(others) == 0:
 		fmt.Fprintf(w, "Only %s ran: nothing was compared.\n\n", ref)
@@ -40,6 +44,12 @@ func writeConclusion(w io.Writer, ds *dataset, a *Analysis) {
 			fmt.Fprintf(w, "- **No verdict**: %s.\n", nc.Reason)
 		}
 		fmt.Fprintln(w)
+		if s := abVerdict(a); s != "" {
+			fmt.Fprintf(w, "%s\n\n", s)
+		}
+		if a.Power != nil {
+			fmt.Fprintf(w, "%s\n\n", a.Power.sentence())
+		}
 	}
 	for _, s := range validityConclusion(ds, a) {
 		fmt.Fprintf(w, "%s\n\n", s)
@@ -224,6 +234,11 @@ func Verdicts(a *Analysis) []string {
 	}
 	for _, nc := range a.NotCompared {
 		out = append(out, "No verdict: "+nc.Reason+".")
+	}
+	for _, s := range []string{abVerdict(a), powerSentence(a)} {
+		if s != "" {
+			out = append(out, strings.ReplaceAll(s, "**", ""))
+		}
 	}
 	return out
 }

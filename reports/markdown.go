@@ -175,6 +175,11 @@ func writeHeader(w io.Writer, ds *dataset) {
 		{"Host", host},
 		{"Versions", versions},
 		{"Git revision", rev},
+	}...)
+	for _, b := range c.Builds {
+		rows = append(rows, []string{"Build (" + b.Role + ")", b.Name + ": " + buildOrigin(b)})
+	}
+	rows = append(rows, [][]string{
 		{"Seed", fmt.Sprintf("%d", c.Seed)},
 		{"Dates", dates},
 	}...)
@@ -196,6 +201,9 @@ func writeProtocol(w io.Writer, ds *dataset) {
 		c.Reps, strings.Join(c.Algorithms, ", "), c.Order, c.Seed, len(ds.Runs), len(c.Plan))
 	fmt.Fprintf(w, "- Warmup %s and cooldown %s around each measured window; reset mode %q.\n",
 		fmtDuration(c.Warmup), fmtDuration(c.Cooldown), c.ResetMode)
+	if len(c.Builds) > 0 {
+		fmt.Fprintf(w, "- A/B of builds: before every run the ingress replicas were restarted from that run's build, so no run began on a process the run before it had warmed.\n")
+	}
 	verified := 0
 	for _, r := range ds.Runs {
 		if r.Run.ResetVerified {

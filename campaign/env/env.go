@@ -77,3 +77,12 @@ type Verification struct {
 	Verified bool
 	Detail   string
 }
+
+// BuildSwitcher is implemented by environments that can run more than one
+// build of the ingress in a campaign (an A/B of two builds). SetBuild
+// stops every ingress replica and starts it again from the build's
+// binary, on every call, so each run begins on a fresh process whatever
+// ran before; the runner calls it before SetAlgorithm and Reset.
+type BuildSwitcher interface {
+	SetBuild(ctx context.Context, b artifacts.Build) error
+}

@@ -3,6 +3,8 @@ package env
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"runtime"
@@ -25,6 +27,7 @@ func HostFacts(repoDir string) artifacts.Environment {
 		Arch:        runtime.GOARCH,
 		CPUs:        runtime.NumCPU(),
 		CPUModel:    cpuModel(),
+		HostID:      hostID(),
 		MemoryBytes: memTotal(),
 		Kernel:      readTrim("/proc/sys/kernel/osrelease"),
 		GoVersion:   info.GoVersion,
@@ -41,6 +44,17 @@ func HostFacts(repoDir string) artifacts.Environment {
 		}
 	}
 	return f
+}
+
+// hostID is the first 12 hex digits of the SHA-256 of the host name, ""
+// when it cannot be read.
+func hostID() string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:6])
 }
 
 func command(dir, name string, args ...string) string {

@@ -76,6 +76,12 @@ type campaignRunFlags struct {
 	generatorTolerations  []string
 	generatorOnePerNode   bool
 	generatorAvoidBackend bool
+
+	// A/B of two builds (local env): the baseline's binary or git ref,
+	// and where ref builds are cached.
+	baselineBin string
+	baselineRef string
+	buildCache  string
 }
 
 func newCampaignCommand() *cobra.Command {
@@ -141,6 +147,9 @@ backend or ingress that dies fails its run and stops the campaign.`,
 	fl.StringArrayVar(&f.generatorTolerations, "generator-toleration", nil, "kind and kube envs: let the generator Jobs onto nodes with this taint: KEY[=VALUE][:EFFECT], or * for every taint (repeatable)")
 	fl.BoolVar(&f.generatorOnePerNode, "generator-one-per-node", false, "kind and kube envs: require each generator on a node of its own (required pod anti-affinity) instead of preferring it; surplus generators stay Pending and fail the run")
 	fl.BoolVar(&f.generatorAvoidBackend, "generator-avoid-backends", false, "kind and kube envs: keep the generator Jobs off the nodes running backend pods (required pod anti-affinity)")
+	fl.StringVar(&f.baselineBin, "baseline-bin", "", "A/B (local env): run the algorithm on this prequalbench binary too, interleaved with this build (or --ingress-bin) run by run; the report says which build is faster (docs/ab.md)")
+	fl.StringVar(&f.baselineRef, "baseline-ref", "", "A/B (local env): like --baseline-bin, with the binary built from this git ref of the source tree (once per commit, cached)")
+	fl.StringVar(&f.buildCache, "build-cache", "", "with --baseline-ref: directory of the builds by commit (default: the user cache directory's prequalbench/builds)")
 	fl.DurationVar(&f.generatorLead, "generator-lead", 0, "kind and kube envs: time from creating the generator Jobs to their common start, for scheduling and image pulls (default 30s)")
 	return c
 }
@@ -252,6 +261,9 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			}
 		}
 	}
+	if err := checkABFlags(cmd, f); err != nil {
+		return err
+	}
 	if f.resume != "" {
 		for _, name := range []string{"scenario", "algorithms", "sweep", "reps", "seed", "duration-scale", "ingress-replicas", "reset", "order"} {
 			if cmd.Flags().Changed(name) {
@@ -277,6 +289,17 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			// Said before a campaign directory is made (the runner refuses too).
 			return badInput(fmt.Errorf("scenario %s: the churn block scales backend processes or Deployments; --env sim cannot, run it with --env local, kind or kube", s.Name))
 		}
+		if f.abRequested() {
+			if err := abScenario(cmd, s, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			if opts.Builds, err = abBuilds(ctx, f, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			if err := checkBuilds(ctx, opts.Builds, s); err != nil {
+				return err
+			}
+		}
 		opts.Scenario = s
 		if f.generatorsSet && (f.env == "kind" || f.env == "kube") {
 			if err := s.Load.CheckGenerators(f.generators); err != nil {
@@ -287,7 +310,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: scenario %s: load.generators (%d) applies to --env kind and kube; the %s environment sends the load from this machine\n", s.Name, *g, f.env)
 		}
 		// Said before hours of runs, not after: reps too few for any verdict.
-		if w := scenario.RepsShortfall(s.Protocol); w != "" {
+		if w := scenario.RepsShortfall(s.Protocol); w != "" && !f.abRequested() {
 			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 		}
 	}

@@ -130,6 +130,15 @@ its own address. SIGTERM drains in-flight requests and exits 0.`,
 	return cmd
 }
 
+// testAddedDelay is set only at build time, for tests:
+//
+//	go build -ldflags "-X main.testAddedDelay=3ms" ./cmd/prequalbench
+//
+// makes an ingress that holds every request that long (ingress.Options.
+// TestAddedDelay), a build with a known slowdown for checking the A/B
+// report (docs/ab.md). No flag or variable of a normal build reaches it.
+var testAddedDelay string
+
 func runIngress(ctx context.Context, f *ingressFlags) error {
 	bad := func(format string, args ...any) error {
 		return &exitError{code: 2, err: fmt.Errorf("ingress: "+format, args...)}
@@ -216,7 +225,15 @@ func runIngress(ctx context.Context, f *ingressFlags) error {
 		return bad("--admin-listen %s is not loopback: --admin-token-file is required", f.adminListen)
 	}
 
+	var added time.Duration
+	if testAddedDelay != "" {
+		if added, err = time.ParseDuration(testAddedDelay); err != nil || added < 0 {
+			return bad("this build's test-only added delay %q (-ldflags -X main.testAddedDelay): want a duration such as 3ms", testAddedDelay)
+		}
+		logger.Warn("test build: every request is delayed on purpose", "added_delay", added)
+	}
 	ing, err := ingress.New(ingress.Options{
+		TestAddedDelay:            added,
 		DefaultAlgorithm:          f.defaultAlgorithm,
 		Policy:                    cfg,
 		UpstreamTimeout:           f.upstreamTimeout,

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,7 @@ type reportFlags struct {
 	confidence float64
 	resamples  int
 	minEffect  float64
+	gate       bool
 }
 
 func newReportCommand() *cobra.Command {
@@ -39,6 +42,10 @@ DIR/REPORT.md and DIR/plots/*.svg. The same artifacts always give the same bytes
                                (exit 0 but "cannot detect" when too few runs could show one;
                                campaigns of different schema_version are refused)
   report DIR -o json           print the aggregated numbers as JSON
+  report DIR --gate            an A/B campaign (campaign run --baseline-*): write REPORT.md;
+                               exit 1 when the candidate build is named worse on the
+                               primary metric (significant, beyond the minimum effect)
+                               or the builds could not be compared (too few valid runs)
 
 Exit codes: 0 ok, 1 check failed or regression, 2 bad input.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -57,6 +64,7 @@ Exit codes: 0 ok, 1 check failed or regression, 2 bad input.`,
 	fl.StringVarP(&f.output, "output", "o", "markdown", "output: markdown (write REPORT.md and plots) or json (print the numbers)")
 	fl.Float64Var(&f.confidence, "confidence", 0.95, "confidence level of every interval")
 	fl.IntVar(&f.resamples, "resamples", 10000, "bootstrap resamples for the ratio intervals")
+	fl.BoolVar(&f.gate, "gate", false, "A/B campaign: exit 1 when the candidate build is named worse than the baseline on the primary metric")
 	fl.Float64Var(&f.minEffect, "min-effect", 0.05, "smallest relative difference a verdict calls meaningful: the ratio's interval must lie wholly outside 1 ± this")
 	return cmd
 }
@@ -66,6 +74,8 @@ func runReport(cmd *cobra.Command, dir string, f *reportFlags) error {
 	switch {
 	case f.output != "markdown" && f.output != "json":
 		return &exitError{2, fmt.Errorf("report: -o %q, want markdown or json", f.output)}
+	case f.gate && (f.check || f.compare != "" || f.output == "json"):
+		return &exitError{2, errors.New("report: --gate judges one A/B campaign; drop --check, --compare and -o json")}
 	case f.check && f.compare != "":
 		return &exitError{2, errors.New("report: --check and --compare exclude each other")}
 	case f.output == "json" && (f.check || f.compare != ""):
@@ -101,6 +111,31 @@ func runReport(cmd *cobra.Command, dir string, f *reportFlags) error {
 		return classify(err)
 	}
 	fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, artifacts.ReportFile))
+	if f.gate {
+		return gate(out, dir, opts)
+	}
+	return nil
+}
+
+// gate fails (exit 1) when the A/B campaign in dir named its candidate
+// build worse than its baseline; a campaign of one build is bad input.
+func gate(out io.Writer, dir string, opts reports.Options) error {
+	a, err := reports.Analyze(dir, opts)
+	if err != nil {
+		return classify(err)
+	}
+	g := reports.GateOf(a)
+	plain := strings.ReplaceAll(g.Sentence, "**", "")
+	switch {
+	case !g.AB:
+		return &exitError{2, fmt.Errorf("report: --gate: %s is not an A/B campaign of two builds (run it with campaign run --baseline-bin or --baseline-ref)", dir)}
+	case !g.Judged:
+		// A gate that passes what it could not measure can never fail.
+		return &exitError{1, fmt.Errorf("report: --gate: the builds could not be compared: %s (see the Validity section of REPORT.md)", plain)}
+	case g.Worse:
+		return &exitError{1, fmt.Errorf("report: --gate: %s", plain)}
+	}
+	fmt.Fprintf(out, "gate passed: %s\n", plain)
 	return nil
 }
 

@@ -92,6 +92,9 @@ type Spec struct {
 	// PrimaryMetric is recorded as the campaign's (empty: the report's
 	// default).
 	PrimaryMetric string
+	// Builds make an A/B campaign: recorded as the campaign's, and the
+	// first algorithm (the baseline's arm) is the reference.
+	Builds []artifacts.Build
 }
 
 // TimeoutMs is the request timeout the fixture's pessimistic view counts
@@ -127,7 +130,10 @@ func Write(dir string, s Spec) error {
 		},
 		Seed: s.Seed, Order: "shuffle", Algorithms: s.Algorithms, Reps: s.Reps,
 		Warmup: 5 * time.Second, Cooldown: time.Second, ResetMode: "admin", Reference: "prequal",
-		Started: base, Warnings: s.Warnings, PrimaryMetric: s.PrimaryMetric,
+		Started: base, Warnings: s.Warnings, PrimaryMetric: s.PrimaryMetric, Builds: s.Builds,
+	}
+	if len(s.Builds) > 0 {
+		c.Reference = s.Algorithms[0]
 	}
 	for i := 0; i < s.Fast; i++ {
 		c.Backends = append(c.Backends, artifacts.Backend{Address: fmt.Sprintf("127.0.0.1:%d", 9001+i), Group: "fast", Route: "bench"})

@@ -103,9 +103,10 @@ type Env struct {
 }
 
 var (
-	_ env.Environment  = (*Env)(nil)
-	_ env.LogCollector = (*Env)(nil)
-	_ env.Scaler       = (*Env)(nil)
+	_ env.Environment   = (*Env)(nil)
+	_ env.LogCollector  = (*Env)(nil)
+	_ env.Scaler        = (*Env)(nil)
+	_ env.BuildSwitcher = (*Env)(nil)
 )
 
 type backend struct {
@@ -352,10 +353,7 @@ func (e *Env) startIngress(ctx context.Context, i int) (*ingress, error) {
 	name := fmt.Sprintf("ingress-%d", i)
 	addrFile := filepath.Join(e.tmp, name+".addr")
 	os.Remove(addrFile) // a restart must not read the previous address
-	args := []string{"ingress", "--source", "file", "--routes", e.routesFile,
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--default-algorithm", e.algorithm, "--seed", strconv.FormatUint(e.opts.Seed+uint64(1000+i), 10)}
-	args = append(args, e.ingressArgs...)
+	args := ingressArgv(e.routesFile, addrFile, e.algorithm, e.opts.Seed+uint64(1000+i), e.ingressArgs)
 	p, err := e.start(name, e.opts.IngressBin, args)
 	if p != nil && err != nil {
 		_ = p.stop()

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
+	"github.com/prequalbench/prequalbench/artifacts"
 	"github.com/prequalbench/prequalbench/campaign/env"
 	"github.com/prequalbench/prequalbench/ingress/adminapi"
 	"github.com/prequalbench/prequalbench/scenario"
@@ -154,4 +156,15 @@ func (e *Env) restartIngress(ctx context.Context) error {
 		e.ingresses[i] = in
 	}
 	return nil
+}
+
+// SetBuild runs the build's ingress binary from now on: every replica is
+// stopped and started again from it, on every call (env.BuildSwitcher).
+// The backends stay: an A/B compares builds of the ingress.
+func (e *Env) SetBuild(ctx context.Context, b artifacts.Build) error {
+	if _, err := os.Stat(b.IngressBin); err != nil {
+		return fmt.Errorf("local: the %s build %s: %w", b.Role, b.Name, err)
+	}
+	e.opts.IngressBin = b.IngressBin
+	return e.restartIngress(ctx)
 }

@@ -581,7 +581,12 @@ func (p *prequal) removeFloor() int {
 // then one being explored (both last resorts for a pick), then the hot
 // probe with the highest RIF if any probe is hot, else the cold probe with
 // the highest latency (known latency ranks first, then the highest RIF).
-// Ties go to the oldest.
+// Ties go to the oldest. The paper (§4) ranks "worst" by the selection
+// ranking reversed and says nothing of ties; age is its other removal
+// criterion, so it is the second key here: of equally bad probes the one
+// kept carries the newest load. (Selection breaks ties at random to spread
+// picks over identical replicas; removal has no herd to avoid, and a
+// random draw here would cost a random number per query.)
 func (p *prequal) worst(thr int32) int {
 	w, wHot, wTier := -1, false, 0
 	for i := range p.pool {

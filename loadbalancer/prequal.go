@@ -258,34 +258,30 @@ func (p *prequal) removeAt(i int, reason int) {
 }
 
 // hotThreshold returns t such that a probe is hot when its RIF is above t:
-// the Q_RIF quantile θ (nearest rank) of recent probe RIFs, with the
-// paper's endpoints (§5.3). Q_RIF >= 1 means θ = ∞: every probe is cold
-// (latency-only control). When Q_RIF is so close to 1 that its nearest
-// rank in the full window of k answers is the last (Q > (k−1)/k), θ is the
-// maximum and replicas tied at it are hot, as the paper describes for
-// Q_RIF = 0.999; otherwise no probe could ever be hot there.
-//
-// The threshold never falls as Q_RIF rises. At Q = (k−1)/k a probe is hot
-// above the window's second-largest RIF, so the tie rule applies only
-// where the maximum is above that, i.e. held by one answer of the window:
-// with the two largest equal, "ties at the maximum hot" made more probes
-// hot at 0.99 than at 63/64 (nothing at the maximum). For the same reason
-// a window still filling (any Q above (k'−1)/k' for its k' answers is
-// already "above the maximum") keeps "above θ"; so does a window of one
-// value. At lower Q a θ that happens to equal the maximum keeps "above
-// θ": applying the tie rule there too made a third of the fast replicas
-// hot on the C2 fleet in the simulation and sent 0.5% of picks to the
-// 16x-slow pair (0 without it).
+// the Q_RIF quantile θ (nearest rank) of recent probe RIFs, with the paper's
+// endpoints. Q_RIF >= 1 means θ = ∞: every probe is cold (latency-only
+// control). When Q_RIF is so close to 1 that the nearest rank is the
+// window's last (Q > (k−1)/k), θ is the maximum and replicas tied at it are
+// hot, as the paper describes for Q_RIF = 0.999; otherwise no probe could
+// ever be hot there. Whether Q is that close to 1 is decided on the full
+// window: in a window still filling (k < 1/(1−Q)) any Q's rank is the last,
+// and the default 0.84 made ties at the maximum of the first few answers
+// hot. A window of one value throughout has no spread to split, and stays
+// cold. At lower Q a θ that happens to equal the maximum
+// keeps "above θ": applying the tie rule there too made a third of the
+// fast replicas hot on the C2 fleet in the simulation and sent 0.5% of
+// picks to the 16x-slow pair (0 without it).
 func (p *prequal) hotThreshold() int32 {
 	k := len(p.rifSorted)
 	if k == 0 || p.cfg.QRIF >= 1 {
 		return math.MaxInt32
 	}
+	r := p.fullRank
 	if k < cap(p.rifSorted) {
-		return int32(p.rifSorted[quantileRank(p.cfg.QRIF, k)])
+		r = quantileRank(p.cfg.QRIF, k)
 	}
-	theta := p.rifSorted[p.fullRank]
-	if p.fullRank == k-1 && p.rifSorted[k-2] < theta {
+	theta := p.rifSorted[r]
+	if p.fullRank == cap(p.rifSorted)-1 && theta > p.rifSorted[0] {
 		return int32(theta - 1)
 	}
 	return int32(theta)

@@ -37,11 +37,12 @@ import (
 //     C2 with a 1 s window: 1.9% of requests to the 16x-slow pair). The
 //     backend's default estimate is recent by count and never ages out,
 //     so the memory is not needed there (see LatencyMemory).
-//   - Eq. 1 where its denominator (1 − m/n)·r_probe − r_remove is <= 0
-//     (at the defaults n <= 24): read literally, max{1, negative} = 1, and
-//     the budget is 1. Just past the pole it rises by at most one per
-//     replica (read literally it jumps to n at n = 25), then follows Eq. 1
-//     up to MaxReuse (default 16); see reuseBudget and ReuseWarning.
+//   - Eq. 1 just past its pole. Where the denominator (1 − m/n)·r_probe −
+//     r_remove is <= 0 (at the defaults n <= 24) the paper's own max{1, ·}
+//     gives 1 (§4, read literally). Just past the pole the budget rises by
+//     at most one per replica (read literally it jumps to n at n = 25),
+//     then follows Eq. 1 up to MaxReuse (default 16); see reuseBudget and
+//     ReuseWarning.
 //   - A reused probe is made pessimistic as well as busier: each use adds
 //     one request to its RIF (the paper's compensation) and the latency of
 //     one request at RIF 1 (unitLatency) to its latency, which the paper
@@ -57,6 +58,8 @@ import (
 //     fallback.
 //   - The RIF quantile comes from the last RIFWindow probe answers (a count
 //     window longer than the pool), nearest-rank; hot means RIF above it.
+//     Its endpoints (Q_RIF 1 all cold, 0.999 ties at the maximum hot) are
+//     the paper's (§5.3); see hotThreshold.
 //   - Ties (equal cold latency, equal hot RIF) are broken uniformly at
 //     random, so identical replicas are not herded; ties for "worst" go to
 //     the oldest probe.
@@ -581,7 +584,12 @@ func (p *prequal) removeFloor() int {
 // then one being explored (both last resorts for a pick), then the hot
 // probe with the highest RIF if any probe is hot, else the cold probe with
 // the highest latency (known latency ranks first, then the highest RIF).
-// Ties go to the oldest.
+// Ties go to the oldest. The paper (§4) ranks "worst" by the selection
+// ranking reversed and says nothing of ties; age is its other removal
+// criterion, so it is the second key here: of equally bad probes the one
+// kept carries the newest load. (Selection breaks ties at random to spread
+// picks over identical replicas; removal has no herd to avoid, and a
+// random draw here would cost a random number per query.)
 func (p *prequal) worst(thr int32) int {
 	w, wHot, wTier := -1, false, 0
 	for i := range p.pool {

@@ -45,6 +45,62 @@ func TestPrequalSync_AppliesTheHotColdSplit(t *testing.T) {
 	}
 }
 
+// TestPrequalSync_LearnsTheRIFQuantileFromItsAnswers: sync mode's hot
+// threshold comes from the RIFs its own answers report, driven only
+// through PlanSync and PickSync. After answers with RIF 0-2, a fast answer
+// at RIF 9 is hot and loses to the fastest cold one; with every answer
+// above the quantile the lowest RIF wins, hot. A sync mode that took no
+// RIF into its window (threshold at infinity: latency only), or ranked by
+// RIF or latency alone, passed TestPrequalSync_AppliesTheHotColdSplit,
+// which fills the window by hand.
+func TestPrequalSync_LearnsTheRIFQuantileFromItsAnswers(t *testing.T) {
+	ms := time.Millisecond
+	p := newPolicy(t, "prequal-sync{d=3}", 10, nil)
+	s := p.(*prequalSync)
+	rng := newRNG()
+	query := func(q int, replies ...ProbeReply) (Picked, []string) {
+		t.Helper()
+		plan := s.PlanSync(at(q), rng, nil)
+		ans := make([]SyncAnswer, len(replies))
+		for i, r := range replies {
+			ans[i] = SyncAnswer{Endpoint: plan[i], Reply: r, OK: true}
+		}
+		pk, err := s.PickSync(at(q), rng, ans)
+		if err != nil {
+			t.Fatalf("query %d: PickSync: %v", q, err)
+		}
+		p.Done(at(q), pk, ms, 200)
+		return pk, plan
+	}
+	for q := range 30 { // 90 answers: the window holds RIFs 0, 1 and 2 only
+		query(q, known(0, 5*ms), known(1, 5*ms), known(2, 5*ms))
+	}
+	for q := 30; q < 90; q++ {
+		if q%4 != 0 { // keep RIF 9 rare in the window (under 1/6 of it)
+			query(q, known(0, 5*ms), known(1, 5*ms), known(2, 5*ms))
+			continue
+		}
+		pk, plan := query(q, known(9, ms), known(1, 20*ms), known(0, 40*ms))
+		if pk.Endpoint != plan[1] || pk.Hot {
+			t.Fatalf("query %d: picked %s (hot %v); want %s, the fastest cold answer (RIF 9 is hot)", q, pk.Endpoint, pk.Hot, plan[1])
+		}
+	}
+	pk, plan := query(90, known(9, ms), known(5, 30*ms), known(7, 2*ms))
+	if pk.Endpoint != plan[1] || !pk.Hot {
+		t.Fatalf("all hot: picked %s (hot %v); want %s, the lowest RIF, hot", pk.Endpoint, pk.Hot, plan[1])
+	}
+	// Once the answers report RIFs 8-10, RIF 9 is below the quantile and
+	// cold: the window holds the answers' own RIFs, not a constant or a
+	// scaled copy.
+	for q := 91; q < 121; q++ {
+		query(q, known(8, 5*ms), known(9, 5*ms), known(10, 5*ms))
+	}
+	pk, plan = query(121, known(9, ms), known(8, 20*ms), known(10, 40*ms))
+	if pk.Endpoint != plan[0] || pk.Hot {
+		t.Fatalf("after RIFs 8-10: picked %s (hot %v); want %s, RIF 9 cold and fastest", pk.Endpoint, pk.Hot, plan[0])
+	}
+}
+
 // TestPrequal_WorstTiesGoToTheOldest: among probes tied for "worst" the
 // oldest is removed, as among the rest of the pool; the newest of the tied
 // carries the most recent information.
@@ -71,6 +127,22 @@ func TestPrequal_WorstTiesGoToTheOldest(t *testing.T) {
 				t.Fatalf("worst = endpoint %d, want 1 (the oldest of those tied)", got)
 			}
 		})
+	}
+}
+
+// TestScoredWorstTiesGoToTheOldest: linear and rif-only remove the oldest
+// of the probes tied for the highest score, as HCL does.
+func TestScoredWorstTiesGoToTheOldest(t *testing.T) {
+	for _, name := range []string{"linear", "rif-only"} {
+		p := newPolicy(t, name, 6, nil).(*prequal)
+		// Endpoints 1, 2, 3 answer alike, in that order: 1 is the oldest.
+		for i, r := range []ProbeReply{known(0, time.Millisecond), known(7, 9*time.Millisecond), known(7, 9*time.Millisecond), known(7, 9*time.Millisecond)} {
+			p.ProbeResult(at(i), p.eps[i].addr, r)
+		}
+		w := p.sel.worst(p, p.hotThreshold())
+		if got := int(p.pool[w].ep); got != 1 {
+			t.Errorf("%s: worst = endpoint %d, want 1 (the oldest of those tied)", name, got)
+		}
 	}
 }
 

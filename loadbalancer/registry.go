@@ -50,12 +50,14 @@ var aliases = map[string]string{
 
 	"wrr": NameWRR, "weighted-round-robin": NameWRR, "weightedroundrobin": NameWRR, "grpc-wrr": NameWRR,
 
+	// The paper's polled YARP-Po2C, not YARP's shipped balancer (see retired).
 	"yarp-po2c": NameYARPPo2C, "yarp-p2c": NameYARPPo2C, "yarppo2c": NameYARPPo2C,
 
 	"linear": NameLinear,
 
 	"rif-only": NameRIFOnly, "rifonly": NameRIFOnly, "rif": NameRIFOnly,
 
+	// C3's replica ranking alone, without its rate control (c3.go).
 	"c3": NameC3,
 
 	"prequal-sync": NamePrequalSync, "prequalsync": NamePrequalSync, "pq-sync": NamePrequalSync,
@@ -69,7 +71,9 @@ var retired = map[string]string{
 	// The policy is the paper's polled comparison (server RIF every 500 ms,
 	// 30x faster than YARP's default); YARP as shipped balances on
 	// proxy-local counts, so "yarp" promised a policy that is not here.
-	"yarp": `it named the paper's YARP-Po2C comparison (p2c on the server's RIF polled every 500 ms), not YARP's shipped balancer; write "yarp-po2c"`,
+	// Neither is made the alias: either meaning would surprise someone.
+	"yarp": `it named the paper's YARP-Po2C comparison (p2c on the server's RIF polled every 500 ms), not YARP's shipped balancer; ` +
+		`write "yarp-po2c" for that, or "p2c" for YARP's PowerOfTwoChoices (two random destinations, the one with fewer requests in flight as the proxy counts them)`,
 }
 
 // Names lists the canonical policy names in a stable order.

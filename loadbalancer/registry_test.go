@@ -45,11 +45,13 @@ func TestCanonical_Aliases(t *testing.T) {
 
 // TestCanonical_RetiredYARPAlias: "yarp" named the paper's polled
 // YARP-Po2C, not YARP's shipped balancer; it is refused with an error
-// that says so and names the spelling to use, in any case and as a variant.
+// that says so and names the spelling for each (yarp-po2c, and p2c for
+// YARP's PowerOfTwoChoices), in any case and as a variant.
 func TestCanonical_RetiredYARPAlias(t *testing.T) {
 	for _, in := range []string{"yarp", "YARP", "yarp{poll=1s}"} {
 		_, err := Canonical(in)
-		if err == nil || !strings.Contains(err.Error(), `write "yarp-po2c"`) || !strings.Contains(err.Error(), "not YARP's shipped balancer") {
+		if err == nil || !strings.Contains(err.Error(), `write "yarp-po2c"`) || !strings.Contains(err.Error(), "not YARP's shipped balancer") ||
+			!strings.Contains(err.Error(), `"p2c" for YARP's PowerOfTwoChoices`) {
 			t.Errorf("Canonical(%q) error = %v, want one naming yarp-po2c", in, err)
 		}
 		if _, err := New(in, DefaultConfig()); err == nil {

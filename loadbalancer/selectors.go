@@ -123,6 +123,9 @@ func (s scored) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) {
 	return best, p.pool[best].rif > thr
 }
 
+// worst is the entry with the highest score, the oldest of those tied
+// (as HCL's worst breaks ties; unlike HCL's, it does not rank the
+// averse and exploring tiers first).
 func (s scored) worst(p *prequal, _ int32) int {
 	inv := s.invLatencyScale(p)
 	w, wScore := -1, math.Inf(-1)

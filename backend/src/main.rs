@@ -18,6 +18,7 @@
 mod accept;
 mod antagonist;
 mod config;
+mod cpushare;
 mod dist;
 mod duration;
 mod estimator;

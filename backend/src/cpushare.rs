@@ -262,6 +262,7 @@ impl Model {
     }
 
     /// Requests of replica k in service.
+    #[cfg(test)]
     pub fn in_service(&self, k: usize) -> usize {
         self.reps[k].tags.len()
     }

@@ -806,6 +806,38 @@ mod tests {
         );
     }
 
+    /// A worker's path in cpu-share mode (the reactor's is tested over
+    /// the wire in tests/cpushare.rs): the request waits for the machine.
+    #[test]
+    fn cpu_share_work_on_a_worker_waits_for_the_machine() {
+        let a = app(&[
+            "--mode",
+            "cpu-share",
+            "--share",
+            "1",
+            "--concurrency",
+            "0",
+            "--service-time",
+            "30ms",
+            "--machine-load",
+            "levels=0.5,hold=1h",
+        ]);
+        let t = Instant::now();
+        let (code, body) = call(&a, &req("GET", "/work", ""));
+        assert_eq!(code, 200, "{body}");
+        // Half the machine is the antagonist's: 30 ms of work takes 60.
+        assert!(
+            t.elapsed() >= Duration::from_millis(60),
+            "{:?}",
+            t.elapsed()
+        );
+        let (_, stats) = call(&a, &req("GET", "/stats", ""));
+        assert!(stats.ends_with(",\"antagonist_level\":0.500}"), "{stats}");
+        let (_, probe) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert!(probe.contains(",\"samples\":1,"), "{probe}");
+        assert!(field(&probe, "utilization").unwrap() > 0.0, "{probe}");
+    }
+
     #[test]
     fn overflow_answers_503_and_counts_it() {
         let a = app(&[

@@ -557,6 +557,59 @@ mod tests {
         );
     }
 
+    /// A random antagonist holds level k for an exponential time of mean
+    /// hold[k] (sim's schedule), starts at either level, and so spends
+    /// hold[k] / Σ hold of its time at level k. Seeded: exact every run.
+    #[test]
+    fn random_holds_are_exponential_with_the_given_means() {
+        let load = MachineLoad {
+            levels: vec![0.1, 0.6],
+            hold_ns: vec![400 * MS, 100 * MS],
+            random: true,
+        };
+        let (mut time, mut count, mut above_mean) = ([0u64; 2], [0u64; 2], [0u64; 2]);
+        let mut starts = [0u32; 2];
+        for seed in 0..200u64 {
+            let mut m = Model::new(
+                &MachineConfig {
+                    load: load.clone(),
+                    ..machine(0.25, 4)
+                },
+                seed,
+            );
+            starts[usize::from(m.antagonist_level() > 0.5)] += 1;
+            let mut now = 0;
+            for _ in 0..50 {
+                let k = usize::from(m.antagonist_level() > 0.5);
+                let t = m.next_event();
+                let held = t - now;
+                time[k] += held;
+                count[k] += 1;
+                above_mean[k] += u64::from(held > load.hold_ns[k]);
+                now = t;
+                m.poll(t, &mut Vec::new());
+            }
+        }
+        assert!(
+            starts[0] > 60 && starts[1] > 60,
+            "random start levels {starts:?}"
+        );
+        for k in 0..2 {
+            let mean = time[k] as f64 / count[k] as f64 / load.hold_ns[k] as f64;
+            // An exponential's mean over ~5,000 holds: within 5%; and
+            // P(X > mean) = 1/e (0.368), where a uniform would give 0.5.
+            let tail = above_mean[k] as f64 / count[k] as f64;
+            assert!(
+                (mean - 1.0).abs() < 0.05,
+                "level {k}: mean hold {mean:.3} of hold[{k}]"
+            );
+            assert!(
+                (tail - 0.368).abs() < 0.03,
+                "level {k}: P(hold > mean) = {tail:.3}, want 1/e"
+            );
+        }
+    }
+
     #[test]
     fn cyclic_start_is_staggered_and_random_start_is_seeded() {
         let load = MachineLoad {

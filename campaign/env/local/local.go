@@ -270,6 +270,9 @@ func (e *Env) startMachines(ctx context.Context, route string, g scenario.Backen
 		args = append(args, "--replicas", strconv.Itoa(n), "--machine-index", strconv.Itoa(m), "--machines", strconv.Itoa(machines))
 		p, err := e.start(name, e.opts.BackendBin, args)
 		if err != nil {
+			if p != nil { // started, but not recorded: Close must still stop it
+				out = append(out, backend{proc: p})
+			}
 			return out, err
 		}
 		b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)

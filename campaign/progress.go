@@ -41,18 +41,22 @@ func (nopProgress) CampaignEnd()                                                
 // and one for the campaign with its ETA) when tty is true, else one plain
 // line per run.
 func NewProgress(w io.Writer, tty bool) Progress {
-	return &display{w: w, tty: tty}
+	return &display{w: w, tty: tty, now: time.Now}
 }
 
 type display struct {
 	w   io.Writer
 	tty bool
 
+	now func() time.Time // the clock the ETA is measured on
+
 	mu        sync.Mutex
 	total     int
 	done      int
 	runLength time.Duration
-	algWidth  int // the longest algorithm name of the plan, so columns align
+	started   time.Time // CampaignStart
+	doneHere  int       // runs finished since CampaignStart
+	algWidth  int       // the longest algorithm name of the plan, so columns align
 	current   artifacts.PlannedRun
 	bar       *progressbar.ProgressBar
 	campaign  *progressbar.ProgressBar
@@ -62,6 +66,7 @@ func (d *display) CampaignStart(c *artifacts.Campaign, done int, runLength time.
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.total, d.done, d.runLength = len(c.Plan), done, runLength
+	d.started, d.doneHere = d.now(), 0
 	d.algWidth = algorithmWidth(c.Plan)
 	fmt.Fprintf(d.w, "campaign %s: %d runs (%d done), about %s each\n", c.ID, d.total, done, runLength.Round(time.Second))
 	if d.tty {
@@ -131,6 +136,7 @@ func (d *display) RunEnd(r artifacts.Run) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.done++
+	d.doneHere++
 	if d.bar != nil {
 		_ = d.bar.Finish() // clears the run bar
 		d.bar = nil
@@ -143,10 +149,16 @@ func (d *display) RunEnd(r artifacts.Run) {
 	}
 }
 
-// eta is computed from the plan, not extrapolated: the runs left times the
-// planned length of a run.
+// eta is the runs left times the wall time a run has taken so far in
+// this session (reset and collection included), or, before the first one
+// ends, its planned length. Measured, because a simulated run takes a
+// fraction of its virtual length and a real one more than its window.
 func (d *display) eta() string {
-	left := time.Duration(d.total-d.done) * d.runLength
+	per := d.runLength
+	if d.doneHere > 0 {
+		per = d.now().Sub(d.started) / time.Duration(d.doneHere)
+	}
+	left := time.Duration(d.total-d.done) * per
 	return "ETA " + left.Round(time.Second).String()
 }
 

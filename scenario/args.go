@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prequalbench/prequalbench/loadbalancer"
@@ -27,6 +28,12 @@ func (g BackendGroup) Args() []string {
 	if g.Mode == "cpu" {
 		args = append(args, "--cpu-rounds", strconv.Itoa(g.CPURounds))
 	}
+	if c := g.CPUShare; c != nil {
+		args = append(args, "--share", fmtFloat(c.Share), "--cpu-limit", c.Limit, "--cores", strconv.Itoa(c.Cores))
+		if c.Antagonist != nil {
+			args = append(args, "--machine-load", c.Antagonist.Spec())
+		}
+	}
 	for _, a := range g.Antagonists {
 		args = append(args, "--antagonist", a.Spec())
 	}
@@ -50,6 +57,24 @@ func (a Antagonist) Spec() string {
 	s := "at=" + string(a.At) + ",for=" + string(a.For) + ",capacity=" + strconv.Itoa(a.Capacity)
 	if a.Every != "" {
 		s += ",every=" + string(a.Every)
+	}
+	return s
+}
+
+// Spec renders the antagonist as the backend's --machine-load value,
+// e.g. levels=0.1/0.6,hold=4s/1s,random.
+func (l MachineLoad) Spec() string {
+	levels := make([]string, len(l.Levels))
+	for i, v := range l.Levels {
+		levels[i] = fmtFloat(v)
+	}
+	holds := make([]string, len(l.Hold))
+	for i, h := range l.Hold {
+		holds[i] = string(h)
+	}
+	s := "levels=" + strings.Join(levels, "/") + ",hold=" + strings.Join(holds, "/")
+	if l.Random {
+		s += ",random"
 	}
 	return s
 }

@@ -98,6 +98,9 @@ func (v *validator) churn(c *Churn, w *Workload) {
 	}
 	v.duration("churn.every", c.Every, true, false)
 	v.oneOf("churn.pattern", c.Pattern, ChurnPatterns)
+	if group != nil && group.Mode == "cpu-share" {
+		v.add("churn.group", "group %q is cpu-share: its replicas are placed on machines when the environment starts, want a group of another mode", c.Group)
+	}
 	if group != nil && c.Min >= 1 && c.Max > c.Min && (group.Replicas < c.Min || group.Replicas > c.Max) {
 		v.add("churn.group", "group %q starts with %d replicas, want between min (%d) and max (%d)", c.Group, group.Replicas, c.Min, c.Max)
 	}

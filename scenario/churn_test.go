@@ -55,6 +55,20 @@ func TestChurn_BadFieldsAreNamed(t *testing.T) {
 	}
 }
 
+// A cpu-share group's replicas live on machines placed at setup: scaling
+// one would have to move a machine, so the scenario is refused.
+func TestChurn_CPUShareGroupRefused(t *testing.T) {
+	s, err := Catalogue("paper-fig7-90-small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Churn = &Churn{Group: "share", Min: 4, Max: 8, Every: "5s"}
+	err = s.Validate()
+	if err == nil || !strings.Contains(err.Error(), "churn.group") || !strings.Contains(err.Error(), "cpu-share") {
+		t.Errorf("error %v, want one naming churn.group and cpu-share", err)
+	}
+}
+
 func TestChurn_Steps(t *testing.T) {
 	alt := Churn{Min: 2, Max: 16, Pattern: ChurnAlternate}
 	if got, want := alt.Steps(2, 4), []int{16, 2, 16, 2}; !cmp.Equal(got, want) {

@@ -66,7 +66,7 @@ type BackendGroup struct {
 	Replicas int    `json:"replicas"`
 	// Mode is cpu, io (default), sleep (the seed's unlimited fixed sleep)
 	// or cpu-share (replicas sharing machines' CPU with antagonists, see
-	// CPUShare; --env sim only).
+	// CPUShare; --env sim and --env local).
 	Mode string `json:"mode,omitempty"`
 	// ServiceTime is the mean service time of 1000 iterations (io, sleep).
 	ServiceTime Duration `json:"serviceTime,omitempty"`

@@ -162,6 +162,22 @@ func TestBackendGroup_Args(t *testing.T) {
 	}
 }
 
+// TestBackendGroup_ArgsCPUShare: a cpu-share group's machine reaches the
+// backend as flags; the environment adds --replicas and the machine's
+// index (placement is its business).
+func TestBackendGroup_ArgsCPUShare(t *testing.T) {
+	s, err := Catalogue("paper-fig7-90-small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--mode", "cpu-share", "--service-time", "20ms", "--distribution", "normal", "--slow", "1",
+		"--concurrency", "0", "--queue-limit", "1024",
+		"--share", "0.1", "--cpu-limit", "soft", "--cores", "10", "--machine-load", "levels=0.1/0.6,hold=4s/1s,random"}
+	if diff := cmp.Diff(want, s.Workload.Routes[0].Backends[0].Args()); diff != "" {
+		t.Errorf("Args (-want +got):\n%s", diff)
+	}
+}
+
 func TestIngress_Args(t *testing.T) {
 	in := Ingress{Replicas: 4, Policy: Policy{ProbesPerQuery: ptr(3.0), PoolSize: 16, MaxAge: "1s", QRIF: ptr(0.84)}, ProbeWorkers: 8}
 	want := []string{"--prequal-probes-per-query", "3", "--prequal-pool-size", "16", "--prequal-max-age", "1s",

@@ -46,14 +46,16 @@ func (v *validator) simulation(s *Simulation) {
 	v.duration("simulation.cpuRoundTime", s.CPURoundTime, true, true)
 }
 
-// RealEnvError is the error a real environment (local, kind, kube) gives a
-// scenario with a simulation block or a cpu-share group (a model only the
-// simulator serves so far), nil otherwise.
+// RealEnvError is the error a real environment (local, kind, kube,
+// external) gives a scenario it cannot run, nil otherwise: a simulation
+// block (a model only the simulator has), or a cpu-share group outside
+// --env local (a machine's replicas share one backend process, which only
+// local starts; the cluster manifests deploy a replica per pod).
 func (s *Scenario) RealEnvError(env string) error {
 	for i, r := range s.Workload.Routes {
 		for j, g := range r.Backends {
-			if g.Mode == "cpu-share" {
-				return fmt.Errorf("scenario %s: workload.routes[%d].backends[%d].mode: cpu-share runs only with --env sim (the backend does not serve it), not --env %s", s.Name, i, j, env)
+			if g.Mode == "cpu-share" && env != "local" {
+				return fmt.Errorf("scenario %s: workload.routes[%d].backends[%d].mode: cpu-share runs with --env sim or --env local (one backend process per machine, which only local starts), not --env %s", s.Name, i, j, env)
 			}
 		}
 	}

@@ -41,19 +41,22 @@ func TestSimulation_BadValuesNameTheField(t *testing.T) {
 	}
 }
 
-// TestRealEnvError_CPUShareIsSimOnly: a real environment refuses a
-// cpu-share group by its field, since the backend does not serve the
-// model; the simulator takes it.
-func TestRealEnvError_CPUShareIsSimOnly(t *testing.T) {
+// TestRealEnvError_CPUShareIsSimAndLocal: the clusters refuse a
+// cpu-share group by its field (their manifests deploy one replica per
+// pod, not a machine per process); local and sim take it.
+func TestRealEnvError_CPUShareIsSimAndLocal(t *testing.T) {
 	s, err := Catalogue("paper-fig7-90-small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.RealEnvError("local")
-	if err == nil || !strings.Contains(err.Error(), "workload.routes[0].backends[0].mode: cpu-share runs only with --env sim") {
-		t.Errorf("RealEnvError(local) = %v, want one naming the cpu-share group", err)
+	if err := s.RealEnvError("local"); err != nil {
+		t.Errorf("RealEnvError(local) = %v, want nil: the backend serves cpu-share", err)
+	}
+	err = s.RealEnvError("kind")
+	if err == nil || !strings.Contains(err.Error(), "workload.routes[0].backends[0].mode: cpu-share runs with --env sim or --env local") {
+		t.Errorf("RealEnvError(kind) = %v, want one naming the cpu-share group", err)
 	}
 	if s.Simulation != nil {
-		t.Errorf("the small twin has a simulation block; it must stay runnable in local once the backend serves cpu-share")
+		t.Errorf("the small twin has a simulation block; it must stay runnable in local")
 	}
 }

@@ -229,6 +229,11 @@ pub fn serve(app: &Arc<App>, listener: TcpListener) -> bool {
         let Some(slot) = pool.admit(app) else {
             app.conns.refused.fetch_add(1, Ordering::SeqCst);
             drop(stream);
+            // stop()'s wake-up connection itself may be refused at the
+            // cap: looping back into accept would then block for ever.
+            if app.shutting_down() {
+                break;
+            }
             continue;
         };
         pool.park_or_dispatch(app, stream, slot);

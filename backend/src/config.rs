@@ -3,6 +3,7 @@
 //! over PREQUAL_BACKEND_*, which win over the seed's names.
 
 use crate::antagonist::Antagonist;
+use crate::cpushare::MachineLoad;
 use crate::dist::Distribution;
 use crate::duration::parse_duration;
 use std::collections::HashMap;
@@ -13,6 +14,8 @@ pub enum Mode {
     Cpu,
     Io,
     Sleep,
+    /// sim's cpu-share replicas: a fluid CPU model, no CPU burnt.
+    CpuShare,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,21 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Then wait this long at most for open connections to finish.
     pub drain_timeout: Duration,
+    /// cpu-share: replicas on this machine (one listener each).
+    pub replicas: usize,
+    /// cpu-share: each replica's allocation, a fraction of the machine
+    /// (required there).
+    pub share: Option<f64>,
+    /// cpu-share: a replica may not borrow idle CPU beyond its share.
+    pub hard_limit: bool,
+    /// cpu-share: one request runs on at most one of this many cores (0: no cap).
+    pub cores: u32,
+    /// cpu-share: the co-tenant antagonist's demand (None: none).
+    pub machine_load: Option<MachineLoad>,
+    /// cpu-share: this machine's index among `machines` (a cyclic
+    /// antagonist starts at phase index/machines).
+    pub machine_index: usize,
+    pub machines: usize,
 }
 
 impl Default for Config {
@@ -98,6 +116,13 @@ impl Default for Config {
             probe_reserve: 64,
             shutdown_grace: Duration::from_secs(3),
             drain_timeout: Duration::from_secs(30),
+            replicas: 1,
+            share: None,
+            hard_limit: false,
+            cores: 0,
+            machine_load: None,
+            machine_index: 0,
+            machines: 1,
         }
     }
 }
@@ -118,10 +143,13 @@ pub const FLAGS: &[(&str, &str)] = &[
         "addr-file",
         "PATH  write the bound ip:port here once listening",
     ),
-    ("mode", "cpu|io|sleep  (default io)"),
+    (
+        "mode",
+        "cpu|io|sleep|cpu-share  (default io; cpu-share: sim's fluid CPU model, see README)",
+    ),
     (
         "service-time",
-        "DUR  mean service time of 1000 iterations in io/sleep mode (default 20ms)",
+        "DUR  mean service time of 1000 iterations in io/sleep mode; cpu-share: mean work at the allocation (default 20ms)",
     ),
     (
         "cpu-rounds",
@@ -194,6 +222,42 @@ pub const FLAGS: &[(&str, &str)] = &[
         "drain-timeout",
         "DUR  then wait at most this long for open connections (default 30s)",
     ),
+    (
+        "replicas",
+        "K  cpu-share: replicas on this machine, one listener each (ports P..P+K-1, or free ones with port 0) (default 1)",
+    ),
+    (
+        "share",
+        "F  cpu-share: each replica's allocation, a fraction of the machine in (0, 1]; share × replicas <= 1 (required)",
+    ),
+    (
+        "cpu-limit",
+        "soft|hard  cpu-share: soft borrows idle CPU beyond the share, hard does not (default soft)",
+    ),
+    (
+        "cores",
+        "N  cpu-share: one request runs on at most one of N cores (default 0: no cap)",
+    ),
+    (
+        "machine-load",
+        "SPEC  cpu-share: co-tenant antagonist \"levels=0.1/0.6,hold=4s/1s[,random]\" (fractions of the machine; random: exponential holds)",
+    ),
+    (
+        "machine-index",
+        "I  cpu-share: this machine's index; a cyclic --machine-load starts at phase I/--machines (default 0)",
+    ),
+    ("machines", "N  cpu-share: machines in the fleet (default 1)"),
+];
+
+/// Flags that only mean something with --mode cpu-share.
+const CPU_SHARE_FLAGS: &[&str] = &[
+    "replicas",
+    "share",
+    "cpu-limit",
+    "cores",
+    "machine-load",
+    "machine-index",
+    "machines",
 ];
 
 pub fn usage() -> String {
@@ -318,7 +382,44 @@ pub fn parse(args: &[String], env: &HashMap<String, String>) -> Result<Parsed, S
     for (src, flag, v) in &settings {
         apply(&mut cfg, flag, v).map_err(|e| format!("{src}: {e}"))?;
     }
+    if cfg.mode != Mode::CpuShare {
+        if let Some((src, _, _)) = settings
+            .iter()
+            .find(|(_, f, _)| CPU_SHARE_FLAGS.contains(f))
+        {
+            return Err(format!("{src}: only valid with --mode cpu-share"));
+        }
+    } else {
+        check_cpu_share(&cfg)?;
+    }
     Ok(Parsed::Run(Box::new(cfg)))
+}
+
+/// What only the flags together can say is wrong with a cpu-share machine.
+fn check_cpu_share(cfg: &Config) -> Result<(), String> {
+    let Some(share) = cfg.share else {
+        return Err("--share: required with --mode cpu-share (each replica's allocation, a fraction of the machine in (0, 1])".into());
+    };
+    if share * cfg.replicas as f64 > 1.0 + 1e-9 {
+        return Err(format!(
+            "--share {share} × --replicas {} = {}: want <= 1 (a machine cannot allocate more than itself)",
+            cfg.replicas,
+            share * cfg.replicas as f64
+        ));
+    }
+    if !cfg.antagonists.is_empty() {
+        return Err(
+            "--antagonist: slot antagonists do not apply to --mode cpu-share; use --machine-load"
+                .into(),
+        );
+    }
+    if cfg.machine_index >= cfg.machines {
+        return Err(format!(
+            "--machine-index {}: want < --machines {}",
+            cfg.machine_index, cfg.machines
+        ));
+    }
+    Ok(())
 }
 
 fn int<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
@@ -354,7 +455,8 @@ fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
                 "cpu" => Mode::Cpu,
                 "io" => Mode::Io,
                 "sleep" => Mode::Sleep,
-                _ => return Err(format!("{v:?} is not one of cpu, io, sleep")),
+                "cpu-share" => Mode::CpuShare,
+                _ => return Err(format!("{v:?} is not one of cpu, io, sleep, cpu-share")),
             }
         }
         "service-time" => cfg.service_time = parse_duration(v)?,
@@ -412,6 +514,38 @@ fn apply(cfg: &mut Config, flag: &str, v: &str) -> Result<(), String> {
         }
         "shutdown-grace" => cfg.shutdown_grace = parse_duration(v)?,
         "drain-timeout" => cfg.drain_timeout = parse_duration(v)?,
+        "replicas" => {
+            cfg.replicas = int(v, "a positive integer")?;
+            if cfg.replicas == 0 {
+                return Err("0 is not a positive integer".into());
+            }
+        }
+        "share" => {
+            let f: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{v:?} is not a number"))?;
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(format!("{v:?} is not a fraction of the machine in (0, 1]"));
+            }
+            cfg.share = Some(f);
+        }
+        "cpu-limit" => {
+            cfg.hard_limit = match v {
+                "soft" => false,
+                "hard" => true,
+                _ => return Err(format!("{v:?} is not one of soft, hard")),
+            }
+        }
+        "cores" => cfg.cores = int(v, "a non-negative integer (0 = no per-request cap)")?,
+        "machine-load" => cfg.machine_load = Some(MachineLoad::parse(v)?),
+        "machine-index" => cfg.machine_index = int(v, "a non-negative integer")?,
+        "machines" => {
+            cfg.machines = int(v, "a positive integer")?;
+            if cfg.machines == 0 {
+                return Err("0 is not a positive integer".into());
+            }
+        }
         _ => unreachable!("flag {flag} is in FLAGS but not handled"),
     }
     Ok(())
@@ -562,7 +696,7 @@ mod tests {
         let cases: &[(&str, &str, &str)] = &[
             ("listen", "nowhere", "ip:port"),
             ("addr-file", "", "empty"),
-            ("mode", "gpu", "cpu, io, sleep"),
+            ("mode", "gpu", "cpu, io, sleep, cpu-share"),
             ("service-time", "20", "unit"),
             ("cpu-rounds", "-1", "non-negative integer"),
             ("distribution", "gamma", "fixed, exp, normal"),
@@ -590,6 +724,20 @@ mod tests {
             ("probe-reserve", "some", "non-negative integer"),
             ("shutdown-grace", "3", "unit"),
             ("drain-timeout", "x", "want e.g. 20ms"),
+            ("replicas", "0", "positive integer"),
+            ("share", "1.5", "(0, 1]"),
+            ("share", "0", "(0, 1]"),
+            ("share", "half", "not a number"),
+            ("cpu-limit", "firm", "soft, hard"),
+            ("cores", "-2", "non-negative integer"),
+            (
+                "machine-load",
+                "levels=0.1/0.6,hold=4s",
+                "one hold per level",
+            ),
+            ("machine-load", "levels=2,hold=1s", "levels[0]"),
+            ("machine-index", "x", "non-negative integer"),
+            ("machines", "0", "positive integer"),
         ];
         let mut seen: Vec<&str> = Vec::new();
         for (flag, value, want) in cases {
@@ -600,6 +748,108 @@ mod tests {
         }
         for (flag, _) in FLAGS {
             assert!(seen.contains(flag), "no bad-value case for --{flag}");
+        }
+    }
+
+    #[test]
+    fn cpu_share_flags() {
+        let c = run(
+            &[
+                "--mode",
+                "cpu-share",
+                "--replicas",
+                "4",
+                "--share",
+                "0.25",
+                "--cpu-limit",
+                "hard",
+                "--cores",
+                "10",
+                "--machine-load",
+                "levels=0.1/0.6,hold=4s/1s,random",
+                "--machine-index",
+                "1",
+                "--machines",
+                "2",
+                "--concurrency",
+                "0",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.mode, Mode::CpuShare);
+        assert_eq!(c.replicas, 4);
+        assert_eq!(c.share, Some(0.25));
+        assert!(c.hard_limit);
+        assert_eq!(c.cores, 10);
+        let load = c.machine_load.unwrap();
+        assert_eq!(load.levels, [0.1, 0.6]);
+        assert_eq!(load.hold_ns, [4_000_000_000, 1_000_000_000]);
+        assert!(load.random);
+        assert_eq!((c.machine_index, c.machines), (1, 2));
+        // Defaults, and the environment works as for every flag.
+        let c = run(
+            &["--mode", "cpu-share"],
+            &[
+                ("PREQUAL_BACKEND_SHARE", "0.1"),
+                ("PREQUAL_BACKEND_MACHINE_LOAD", "levels=0.5,hold=1s"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            (c.replicas, c.share, c.hard_limit, c.cores),
+            (1, Some(0.1), false, 0)
+        );
+        assert_eq!((c.machine_index, c.machines), (0, 1));
+        assert!(!c.machine_load.unwrap().random);
+        assert_eq!(
+            run(&["--mode", "cpu-share", "--share", "1"], &[])
+                .unwrap()
+                .machine_load,
+            None
+        );
+        // What only the flags together can get wrong.
+        for (a, want) in [
+            (&["--mode", "cpu-share"][..], "--share: required"),
+            (
+                &["--mode", "cpu-share", "--share", "0.3", "--replicas", "4"][..],
+                "--share 0.3 × --replicas 4",
+            ),
+            (
+                &[
+                    "--mode",
+                    "cpu-share",
+                    "--share",
+                    "0.1",
+                    "--antagonist",
+                    "at=1s,for=1s,capacity=1",
+                ][..],
+                "--antagonist: slot antagonists do not apply to --mode cpu-share; use --machine-load",
+            ),
+            (
+                &[
+                    "--mode",
+                    "cpu-share",
+                    "--share",
+                    "0.1",
+                    "--machine-index",
+                    "2",
+                    "--machines",
+                    "2",
+                ][..],
+                "--machine-index 2: want < --machines 2",
+            ),
+            (
+                &["--replicas", "2"][..],
+                "--replicas: only valid with --mode cpu-share",
+            ),
+            (
+                &["--mode", "io", "--share", "0.5"][..],
+                "--share: only valid with --mode cpu-share",
+            ),
+        ] {
+            let err = run(a, &[]).unwrap_err();
+            assert!(err.starts_with(want), "{a:?}: {err:?}, want {want:?}");
         }
     }
 

@@ -112,6 +112,14 @@ impl Meter {
         self.busy = self.busy.saturating_sub(1);
     }
 
+    /// Sets the busy amount outright (cpu-share: the replica's CPU rate in
+    /// thousandths of its allocation, against a capacity of 1000; above
+    /// 1000 while it borrows, the window's ratio is capped at 1 as sim's).
+    pub fn set_busy(&mut self, now_ns: u64, busy: u64) {
+        self.advance(now_ns);
+        self.busy = busy;
+    }
+
     /// A /work response was produced; `server_error` for 5xx.
     pub fn answered(&mut self, now_ns: u64, server_error: bool) {
         self.advance(now_ns);

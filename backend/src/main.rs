@@ -2,6 +2,9 @@
 //! with real capacity (a FIFO queue in front of `concurrency` slots), reports
 //! its requests-in-flight and latency estimate on /prequal/probe, and can
 //! misbehave on purpose (probe and work fault modes, antagonists).
+//! `--mode cpu-share` serves sim's cpu-share replicas instead: this process
+//! is one machine with `--replicas` listeners sharing a fluid CPU model
+//! (cpushare.rs, machine.rs).
 //!
 //! Standard library only: on Linux one reactor thread (epoll) holds idle
 //! connections and serves probes and io/sleep-mode /work itself; anything
@@ -18,6 +21,7 @@
 mod accept;
 mod antagonist;
 mod config;
+mod cpushare;
 mod dist;
 mod duration;
 mod estimator;
@@ -28,16 +32,18 @@ mod http;
 mod http_fuzz;
 mod json;
 mod load;
+mod machine;
 #[cfg(target_os = "linux")]
 mod reactor;
 mod server;
 mod signals;
 
 use config::{Mode, Parsed};
+use machine::Machine;
 use server::App;
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread;
@@ -81,42 +87,60 @@ fn main() -> ExitCode {
 }
 
 fn run(cfg: config::Config, signals: signals::Signals) -> Result<(), String> {
-    let listener =
-        TcpListener::bind(&cfg.listen).map_err(|e| format!("listen {}: {e}", cfg.listen))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("listen {}: {e}", cfg.listen))?;
+    let listeners = bind(&cfg)?;
     if cfg.mode == Mode::Sleep && (!cfg.antagonists.is_empty() || cfg.concurrency != 4) {
         eprintln!("prequal-backend: mode sleep has no capacity limit: --concurrency and --antagonist are ignored");
     }
     let fds = raise_fd_limit();
-    // The listener, the reactor's descriptors, stdio and some slack.
-    let need = cfg.max_connections + cfg.probe_reserve + 32;
+    // The listeners, the reactors' descriptors, stdio and some slack.
+    let need = (cfg.max_connections + cfg.probe_reserve + 8) * listeners.len() + 32;
     if fds.is_some_and(|n| n < need as u64) {
         eprintln!(
             "prequal-backend: the descriptor limit ({}) is below --max-connections + --probe-reserve + 32 ({need}): accept fails before the cap, and each failure sheds a waiting connection",
             fds.unwrap_or(0)
         );
     }
-    let app = Arc::new(App::new(cfg));
-    if let Some(path) = &app.cfg.addr_file {
-        write_atomically(path, &format!("{addr}\n"))
-            .map_err(|e| format!("--addr-file {path}: {e}"))?;
+    let apps: Vec<Arc<App>> = if cfg.mode == Mode::CpuShare {
+        // One process is one machine: its replicas share its model.
+        let machine = Machine::new(&machine::machine_config(&cfg), cfg.seed);
+        machine
+            .spawn()
+            .map_err(|e| format!("machine thread: {e}"))?;
+        (0..cfg.replicas)
+            .map(|k| {
+                let cfg = config::Config {
+                    seed: replica_seed(cfg.seed, k),
+                    ..cfg.clone()
+                };
+                Arc::new(App::replica(cfg, machine.clone(), k))
+            })
+            .collect()
+    } else {
+        vec![Arc::new(App::new(cfg))]
+    };
+    let cfg = &apps[0].cfg;
+    let addrs: Vec<SocketAddr> = listeners.iter().map(|(_, a)| *a).collect();
+    if let Some(path) = &cfg.addr_file {
+        let lines: String = addrs.iter().map(|a| format!("{a}\n")).collect();
+        write_atomically(path, &lines).map_err(|e| format!("--addr-file {path}: {e}"))?;
     }
-    eprintln!(
-        "prequal-backend: listening on {addr} (mode {:?}, concurrency {}, queue limit {})",
-        app.cfg.mode, app.cfg.concurrency, app.cfg.queue_limit
-    );
+    for a in &addrs {
+        eprintln!(
+            "prequal-backend: listening on {a} (mode {:?}, concurrency {}, queue limit {})",
+            cfg.mode, cfg.concurrency, cfg.queue_limit
+        );
+    }
 
-    if !app.cfg.antagonists.is_empty() && app.cfg.mode != Mode::Sleep {
-        let a = app.clone();
+    if !cfg.antagonists.is_empty() && cfg.mode != Mode::Sleep {
+        let a = apps[0].clone();
         thread::Builder::new()
             .name("antagonists".into())
             .spawn(move || a.run_antagonists())
             .map_err(|e| format!("antagonist thread: {e}"))?;
     }
     {
-        let a = app.clone();
+        let apps = apps.clone();
+        let addrs = addrs.clone();
         thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
@@ -124,36 +148,84 @@ fn run(cfg: config::Config, signals: signals::Signals) -> Result<(), String> {
                 // Keep accepting while the replica is being removed from load
                 // balancers (EndpointSlice propagation, a file source reload):
                 // requests sent to it meanwhile are still answered.
-                let grace = a.cfg.shutdown_grace;
+                let grace = apps[0].cfg.shutdown_grace;
                 eprintln!("prequal-backend: signal {sig}: serving {grace:?} more, then draining (a second signal exits at once)");
                 // A second signal (an operator's second Ctrl-C) does not wait
                 // for the grace and the drain: orchestrators signal once.
-                let forced = a.clone();
+                let forced = apps.clone();
                 let _ = thread::Builder::new()
                     .name("signals-again".into())
                     .spawn(move || {
                         let sig = signals.wait();
+                        let open: usize = forced.iter().map(|a| a.conns.open()).sum();
                         eprintln!(
-                            "prequal-backend: signal {sig} again: exiting now, {} connections open",
-                            forced.conns.open()
+                            "prequal-backend: signal {sig} again: exiting now, {open} connections open"
                         );
                         std::process::exit(1);
                     });
                 thread::sleep(grace);
                 eprintln!("prequal-backend: closing the listener, draining");
-                accept::stop(&a, addr);
+                for (a, addr) in apps.iter().zip(&addrs) {
+                    accept::stop(a, *addr);
+                }
             })
             .map_err(|e| format!("signal thread: {e}"))?;
     }
 
-    if !accept::serve(&app, listener) {
+    // Each replica accepts on its own thread; every one drains at shutdown.
+    let mut rest = Vec::new();
+    let mut listeners = listeners.into_iter();
+    let (first, _) = listeners.next().expect("at least one listener");
+    for (app, (listener, _)) in apps[1..].iter().zip(listeners) {
+        let app = app.clone();
+        rest.push(
+            thread::Builder::new()
+                .name("accept".into())
+                .spawn(move || accept::serve(&app, listener))
+                .map_err(|e| format!("accept thread: {e}"))?,
+        );
+    }
+    let mut drained = accept::serve(&apps[0], first);
+    for h in rest {
+        drained &= h.join().unwrap_or(false);
+    }
+    if !drained {
+        let open: usize = apps.iter().map(|a| a.conns.open()).sum();
         eprintln!(
-            "prequal-backend: {} connections still open after {:?}; exiting",
-            app.conns.open(),
-            app.cfg.drain_timeout
+            "prequal-backend: {open} connections still open after {:?}; exiting",
+            apps[0].cfg.drain_timeout
         );
     }
     Ok(())
+}
+
+/// The listeners: one, or, cpu-share, one per replica: port P, P+1, ...
+/// or, with port 0, a free port each.
+fn bind(cfg: &config::Config) -> Result<Vec<(TcpListener, SocketAddr)>, String> {
+    let base: SocketAddr = cfg
+        .listen
+        .parse()
+        .map_err(|e| format!("listen {}: {e}", cfg.listen))?;
+    (0..cfg.replicas)
+        .map(|k| {
+            let mut at = base;
+            if base.port() != 0 {
+                let port = base.port() as usize + k;
+                let port = u16::try_from(port)
+                    .map_err(|_| format!("listen: port {port} of replica {k} is above 65535"))?;
+                at.set_port(port);
+            }
+            let l = TcpListener::bind(at).map_err(|e| format!("listen {at}: {e}"))?;
+            let a = l.local_addr().map_err(|e| format!("listen {at}: {e}"))?;
+            Ok((l, a))
+        })
+        .collect()
+}
+
+/// Replica k's own random stream (its work draws), apart from the
+/// machine's (its antagonist), which takes the seed itself.
+fn replica_seed(seed: u64, k: usize) -> u64 {
+    dist::Rng::new(seed ^ (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64()
 }
 
 /// Raises the soft limit on open descriptors to the hard limit, as Go's

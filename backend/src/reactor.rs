@@ -5,7 +5,9 @@
 //! FIFO queue as an asynchronous waiter (an eventfd wakes the reactor when
 //! it is handed one; a client that leaves meanwhile is seen by epoll and
 //! leaves the queue), then holds the slot for its drawn sleep on a timer
-//! (timerfd, ns resolution) instead of on a sleeping thread.
+//! (timerfd, ns resolution) instead of on a sleeping thread. A cpu-share
+//! request holds it until its machine lists it as finished (the same
+//! eventfd wakes the reactor; see machine.rs).
 //!
 //! Why: with a thread per connection every request costs a blocking read
 //! and a wake-up of its thread; on this 2-core VM the scheduler's switch
@@ -144,6 +146,9 @@ enum Next {
     Busy(Instant),
     /// A /work request waiting for a slot, with its gate ticket.
     Queued(u64),
+    /// A cpu-share /work request in service until its machine finishes
+    /// this job.
+    Computing(u64),
     /// Write this final answer, half-close, drain briefly, close.
     Linger(Vec<u8>),
 }
@@ -164,6 +169,8 @@ struct Parked {
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Gate ticket → connection, for requests waiting for a slot.
     waiting: HashMap<u64, u64>,
+    /// Machine job → connection, for cpu-share requests in service.
+    computing: HashMap<u64, u64>,
     /// When the timerfd is set to fire.
     armed: Option<Instant>,
 }
@@ -324,6 +331,7 @@ impl Reactor {
         let mut last_sweep = Instant::now();
         let mut handoffs = Vec::new();
         let mut grants = Vec::new();
+        let mut finished = Vec::new();
         let ev = self.granted.clone();
         app.on_inline_grant(Arc::new(move || {
             // Non-blocking; a full counter still wakes the reactor.
@@ -399,12 +407,30 @@ impl Reactor {
                 };
                 b.queued = None;
                 app.begin_inline_service(&mut b.work);
-                let next = if b.work.sleep.is_zero() {
+                let next = if let Some(job) = b.work.job {
+                    Next::Computing(job)
+                } else if b.work.sleep.is_zero() {
                     let b = e.busy.take().expect("busy");
                     finish_busy(app, e, b)
                 } else {
                     Next::Busy(Instant::now() + b.work.sleep)
                 };
+                self.settle(&mut p, token, next, &mut handoffs);
+            }
+            // After the grants: a job started above that finished at once
+            // is found in `computing`.
+            app.inline_finished(&mut finished);
+            for job in finished.drain(..) {
+                let Some(token) = p.computing.remove(&job) else {
+                    continue;
+                };
+                let Some(e) = p.conns.get_mut(&token) else {
+                    continue;
+                };
+                let Some(b) = e.busy.take() else {
+                    continue;
+                };
+                let next = finish_busy(app, e, b);
                 self.settle(&mut p, token, next, &mut handoffs);
             }
             let now = Instant::now();
@@ -545,6 +571,9 @@ impl Reactor {
             Next::Busy(due) => p.timers.push(Reverse((due, token))),
             Next::Queued(ticket) => {
                 p.waiting.insert(ticket, token);
+            }
+            Next::Computing(job) => {
+                p.computing.insert(job, token);
             }
             // Closing the descriptor takes it out of the epoll set.
             Next::Close => drop(p.conns.remove(&token)),
@@ -756,6 +785,10 @@ fn serve_ready(app: &App, e: &mut Entry) -> Next {
                     if let Some(ticket) = queued {
                         e.busy = Some(b);
                         return Next::Queued(ticket);
+                    }
+                    if let Some(job) = b.work.job {
+                        e.busy = Some(b);
+                        return Next::Computing(job);
                     }
                     if !b.work.sleep.is_zero() {
                         let due = Instant::now() + b.work.sleep;

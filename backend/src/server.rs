@@ -11,10 +11,11 @@ use crate::hash;
 use crate::http::{write_response, Conn, HeaderValue, ParseError, Request};
 use crate::json;
 use crate::load::Meter;
+use crate::machine::Machine;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -38,8 +39,12 @@ pub struct App {
     rif: AtomicU64,
     served: AtomicU64,
     estimator: Mutex<Estimator>,
-    /// qps, eps and utilization over the last second, for probes.
-    load: Mutex<Meter>,
+    /// qps, eps and utilization over the last second, for probes. A
+    /// cpu-share replica's is shared with its machine, which sets its
+    /// utilization (the CPU rate over the allocation).
+    load: Arc<Mutex<Meter>>,
+    /// cpu-share: the machine and this replica's index on it.
+    machine: Option<(Arc<Machine>, usize)>,
     rng: Mutex<Rng>,
     /// The monotonic clock's origin for latency samples and antagonists.
     start: Instant,
@@ -109,6 +114,9 @@ pub struct InlineWork {
     started: Instant,
     /// How long it stays in its slot (drawn when it gets one).
     pub sleep: Duration,
+    /// cpu-share: its id in the machine model once in service (it is done
+    /// when the machine lists it, not after `sleep`).
+    pub job: Option<u64>,
 }
 
 /// How the reactor goes on with a /work request (see try_start_work).
@@ -138,7 +146,25 @@ pub enum Outcome<'a> {
 }
 
 impl App {
+    /// A replica. In cpu-share mode it gets a machine of its own (replica 0
+    /// of `--replicas`); `App::replica` puts several on one machine.
     pub fn new(cfg: Config) -> App {
+        if cfg.mode == Mode::CpuShare {
+            let m = Machine::new(&crate::machine::machine_config(&cfg), cfg.seed);
+            if let Err(e) = m.spawn() {
+                panic!("machine thread: {e}");
+            }
+            return App::replica(cfg, m, 0);
+        }
+        App::build(cfg, None)
+    }
+
+    /// Replica k of a cpu-share machine.
+    pub fn replica(cfg: Config, machine: Arc<Machine>, k: usize) -> App {
+        App::build(cfg, Some((machine, k)))
+    }
+
+    fn build(cfg: Config, machine: Option<(Arc<Machine>, usize)>) -> App {
         let capacity = match cfg.mode {
             Mode::Sleep => None,
             _ => capacity_at(cfg.concurrency, &cfg.antagonists, Duration::ZERO),
@@ -151,9 +177,16 @@ impl App {
                 Estimator::new(cfg.latency_window.as_nanos() as u64)
                     .with_idle_max_age(cfg.latency_idle_max_age.as_nanos() as u64),
             ),
-            load: Mutex::new(Meter::new(capacity, 0)),
+            load: match &machine {
+                Some((m, k)) => m.meter(*k),
+                None => Arc::new(Mutex::new(Meter::new(capacity, 0))),
+            },
             rng: Mutex::new(Rng::new(cfg.seed)),
-            start: Instant::now(),
+            // One clock for the replica and its machine: they share the meter.
+            start: machine
+                .as_ref()
+                .map_or_else(Instant::now, |(m, _)| m.origin()),
+            machine,
             shutdown: AtomicBool::new(false),
             conns: Conns::new(),
             #[cfg(test)]
@@ -247,8 +280,11 @@ impl App {
     pub fn stats_json(&self) -> String {
         let g = self.gate.stats();
         let (shed, refused) = self.conns.shed_refused();
+        let machine = self.machine.as_ref().map_or(String::new(), |(m, _)| {
+            format!(",\"antagonist_level\":{}", json::ms(m.antagonist_level()))
+        });
         format!(
-            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{},\"connections\":{},\"connections_shed\":{},\"connections_refused\":{}}}",
+            "{{\"in_flight\":{},\"queued\":{},\"served\":{},\"rejected\":{},\"max_queue\":{},\"capacity\":{},\"connections\":{},\"connections_shed\":{},\"connections_refused\":{}{}}}",
             self.rif.load(Ordering::SeqCst),
             g.queued,
             self.served.load(Ordering::SeqCst),
@@ -257,7 +293,8 @@ impl App {
             g.capacity.unwrap_or(0),
             self.conns.open(),
             shed,
-            refused
+            refused,
+            machine
         )
     }
 
@@ -396,10 +433,19 @@ impl App {
             Err(Denied::Cancelled) => return Outcome::Close,
         };
         let started = Instant::now();
-        self.meter().start(self.now_ns());
+        if self.machine.is_none() {
+            self.meter().start(self.now_ns());
+        }
         let queue = started - arrival;
         match self.cfg.mode {
             Mode::Io | Mode::Sleep => thread::sleep(self.io_sleep(iterations)),
+            Mode::CpuShare => {
+                let (m, k) = self
+                    .machine
+                    .as_ref()
+                    .expect("a cpu-share replica has a machine");
+                m.run(*k, self.io_sleep(iterations).as_nanos() as u64);
+            }
             Mode::Cpu => {
                 let mean = iterations as f64 * self.cfg.cpu_rounds as f64 * self.cfg.slow;
                 let rounds = {
@@ -422,7 +468,8 @@ impl App {
             .feedback(self.gate.queued(), Duration::ZERO)
     }
 
-    /// The time in the slot of an io/sleep-mode request.
+    /// The time in the slot of an io/sleep-mode request; a cpu-share
+    /// request's work (ns at the allocation).
     fn io_sleep(&self, iterations: u64) -> Duration {
         let mean_ns =
             self.cfg.service_time.as_nanos() as f64 * iterations as f64 / 1000.0 * self.cfg.slow;
@@ -443,7 +490,9 @@ impl App {
         {
             let now = self.now_ns();
             let mut load = self.meter();
-            load.stop(now);
+            if self.machine.is_none() {
+                load.stop(now);
+            }
             load.answered(now, false);
         }
         self.record(rif_at_arrival, arrival);
@@ -459,10 +508,10 @@ impl App {
     }
 
     /// For the reactor: admits a /work request when it can be served
-    /// without a thread: io or sleep mode, no work fault, GET/HEAD/POST.
-    /// None: serve it on a worker (405, faults, cpu mode).
+    /// without a thread: io, sleep or cpu-share mode, no work fault,
+    /// GET/HEAD/POST. None: serve it on a worker (405, faults, cpu mode).
     pub fn try_start_work(&self, req: &Request) -> Option<InlineStart> {
-        if !matches!(self.cfg.mode, Mode::Io | Mode::Sleep)
+        if !matches!(self.cfg.mode, Mode::Io | Mode::Sleep | Mode::CpuShare)
             || !matches!(self.cfg.work_fault, WorkFault::None)
             || !matches!(req.method.as_str(), "GET" | "HEAD" | "POST")
         {
@@ -480,6 +529,7 @@ impl App {
             iterations,
             started: arrival,
             sleep: Duration::ZERO,
+            job: None,
         };
         match self.gate.enqueue_async() {
             Ok(None) => {
@@ -496,11 +546,26 @@ impl App {
         }
     }
 
-    /// The request got its slot: its service begins.
+    /// The request got its slot: its service begins: a sleep of `w.sleep`,
+    /// or, cpu-share, job `w.job` in the machine (see `inline_finished`).
     pub fn begin_inline_service(&self, w: &mut InlineWork) {
         w.started = Instant::now();
-        self.meter().start(self.now_ns());
-        w.sleep = self.io_sleep(w.iterations);
+        let d = self.io_sleep(w.iterations);
+        match &self.machine {
+            Some((m, k)) => w.job = Some(m.start_async(*k, d.as_nanos() as u64)),
+            None => {
+                self.meter().start(self.now_ns());
+                w.sleep = d;
+            }
+        }
+    }
+
+    /// cpu-share: the jobs of inline requests that the machine has finished
+    /// since the last call (after the notify set by `on_inline_grant`).
+    pub fn inline_finished(&self, out: &mut Vec<u64>) {
+        if let Some((m, k)) = &self.machine {
+            m.take_finished(*k, out);
+        }
     }
 
     /// A waiting request whose client went away leaves the queue (and RIF).
@@ -523,8 +588,12 @@ impl App {
         )
     }
 
-    /// Calls `f` when a waiting inline request is handed a slot.
+    /// Calls `f` when a waiting inline request is handed a slot, and when
+    /// the machine finishes an inline cpu-share request.
     pub fn on_inline_grant(&self, f: crate::gate::Notify) {
+        if let Some((m, k)) = &self.machine {
+            m.set_notify(*k, f.clone());
+        }
         self.gate.set_async_notify(f);
     }
 
@@ -735,6 +804,38 @@ mod tests {
             !body.contains("null") && body.contains(",\"samples\":1,"),
             "{body}"
         );
+    }
+
+    /// A worker's path in cpu-share mode (the reactor's is tested over
+    /// the wire in tests/cpushare.rs): the request waits for the machine.
+    #[test]
+    fn cpu_share_work_on_a_worker_waits_for_the_machine() {
+        let a = app(&[
+            "--mode",
+            "cpu-share",
+            "--share",
+            "1",
+            "--concurrency",
+            "0",
+            "--service-time",
+            "30ms",
+            "--machine-load",
+            "levels=0.5,hold=1h",
+        ]);
+        let t = Instant::now();
+        let (code, body) = call(&a, &req("GET", "/work", ""));
+        assert_eq!(code, 200, "{body}");
+        // Half the machine is the antagonist's: 30 ms of work takes 60.
+        assert!(
+            t.elapsed() >= Duration::from_millis(60),
+            "{:?}",
+            t.elapsed()
+        );
+        let (_, stats) = call(&a, &req("GET", "/stats", ""));
+        assert!(stats.ends_with(",\"antagonist_level\":0.500}"), "{stats}");
+        let (_, probe) = call(&a, &req("GET", "/prequal/probe", ""));
+        assert!(probe.contains(",\"samples\":1,"), "{probe}");
+        assert!(field(&probe, "utilization").unwrap() > 0.0, "{probe}");
     }
 
     #[test]

@@ -186,6 +186,14 @@ func (e *Env) Setup(ctx context.Context) error {
 	seed := e.opts.Seed
 	for _, r := range e.opts.Scenario.Workload.Routes {
 		for _, g := range r.Backends {
+			if g.Mode == "cpu-share" {
+				bs, err := e.startMachines(ctx, r.Name, g, &seed)
+				e.backends = append(e.backends, bs...)
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			for i := range g.Replicas {
 				seed++
 				b, err := e.startBackend(ctx, r.Name, g, fmt.Sprintf("backend-%s-%d", g.Name, i), seed)
@@ -240,6 +248,47 @@ func (e *Env) startBackend(ctx context.Context, route string, g scenario.Backend
 	addr := strings.TrimSpace(string(b))
 	e.setAddress(name, addr)
 	return backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: route}, proc: p, probeFault: g.ProbeFault}, nil
+}
+
+// startMachines starts cpu-share group g as its machines: one backend
+// process per machine hosting perMachine replicas (the last machine the
+// rest), each replica on its own port, so replicas on one machine share
+// its CPU and antagonist as in the simulator. The returned backends, one
+// per replica, share their machine's proc; the caller keeps them, also on
+// error, so Close stops what was started.
+func (e *Env) startMachines(ctx context.Context, route string, g scenario.BackendGroup, seed *uint64) ([]backend, error) {
+	per := g.CPUShare.PerMachine
+	machines := (g.Replicas + per - 1) / per
+	var out []backend
+	for m := range machines {
+		n := min(per, g.Replicas-m*per)
+		name := fmt.Sprintf("machine-%s-%d", g.Name, m)
+		addrFile := filepath.Join(e.tmp, name+".addr")
+		os.Remove(addrFile)
+		*seed++
+		args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(*seed, 10), "--shutdown-grace", "0"}, g.Args()...)
+		args = append(args, "--replicas", strconv.Itoa(n), "--machine-index", strconv.Itoa(m), "--machines", strconv.Itoa(machines))
+		p, err := e.start(name, e.opts.BackendBin, args)
+		if err != nil {
+			if p != nil { // started, but not recorded: Close must still stop it
+				out = append(out, backend{proc: p})
+			}
+			return out, err
+		}
+		b, err := waitFile(ctx, p, addrFile, e.opts.ReadyTimeout)
+		if err != nil {
+			return append(out, backend{proc: p}), err
+		}
+		addrs := strings.Fields(string(b))
+		if len(addrs) != n {
+			return append(out, backend{proc: p}), fmt.Errorf("local: %s wrote %d addresses to %s, want %d (one per replica); see %s", name, len(addrs), addrFile, n, p.log.Name())
+		}
+		e.setAddress(name, strings.Join(addrs, ","))
+		for _, a := range addrs {
+			out = append(out, backend{info: artifacts.Backend{Address: a, Group: g.Name, Route: route}, proc: p, probeFault: g.ProbeFault})
+		}
+	}
+	return out, nil
 }
 
 // routeFile is one route of the ingress's routes file.

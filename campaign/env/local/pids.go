@@ -1,12 +1,17 @@
 package local
 
-import "github.com/prequalbench/prequalbench/campaign/env"
+import (
+	"slices"
+
+	"github.com/prequalbench/prequalbench/campaign/env"
+)
 
 var _ env.ProcessLister = (*Env)(nil)
 
 // PIDs lists the ingress replicas' and the backends' processes, for the
 // runner's CPU sampling. A restart reset starts new processes, so the
-// runner asks after each Reset.
+// runner asks after each Reset. A cpu-share machine's replicas share one
+// process, listed once.
 func (e *Env) PIDs() env.PIDs {
 	var p env.PIDs
 	for _, in := range e.ingresses {
@@ -15,7 +20,7 @@ func (e *Env) PIDs() env.PIDs {
 		}
 	}
 	for _, b := range e.backendList() {
-		if b.proc != nil {
+		if b.proc != nil && !slices.Contains(p.Backends, b.proc.pid()) {
 			p.Backends = append(p.Backends, b.proc.pid())
 		}
 	}

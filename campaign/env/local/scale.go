@@ -22,6 +22,9 @@ func (e *Env) ScaleGroup(ctx context.Context, group string, replicas int) error 
 	if !ok {
 		return fmt.Errorf("local: scale: no backend group %q in the scenario", group)
 	}
+	if g.Mode == "cpu-share" {
+		return fmt.Errorf("local: scale %s: a cpu-share group's replicas are placed on machines at setup and cannot be scaled", group)
+	}
 	if replicas < 1 {
 		return fmt.Errorf("local: scale %s: replicas %d, want >= 1", group, replicas)
 	}

@@ -98,7 +98,7 @@ func reference(rs []Rule[string], host, reqPath string) (string, bool) {
 				if len(rs) > len(ps) || !slices.Equal(rs, ps[:len(rs)]) {
 					continue
 				}
-				n = len(trimSlash(r.Path))
+				n = len("/" + strings.Join(rs, "/"))
 			}
 			if n > bestLen || (n == bestLen && exact && !bestExact) {
 				best, bestLen, bestExact = r.Key, n, exact

@@ -177,7 +177,7 @@ func New[T any](rules []Rule[T]) (*Router[T], []Conflict, []error) {
 		case route.PathExact:
 			m, p = ps.exact, rule.Path
 		case route.PathPrefix, route.PathImplementationSpecific, "":
-			m, p = ps.prefix, trimSlash(rule.Path)
+			m, p = ps.prefix, trimSlash(collapseSlashes(rule.Path))
 		default:
 			errs = append(errs, fmt.Errorf("router: route %q: path type %q: want %s, %s or %s",
 				rule.Key, rule.PathType, route.PathExact, route.PathPrefix, route.PathImplementationSpecific))
@@ -331,6 +331,16 @@ func normalizeRuleHost(h string) (string, error) {
 }
 
 // trimSlash removes trailing slashes, keeping "/" for the root.
+// collapseSlashes drops a prefix path's empty elements ("//ab/" is
+// "/ab/"): requests are matched on their cleaned path, whose elements are
+// never empty, so a rule's empty element could match nothing.
+func collapseSlashes(p string) string {
+	for strings.Contains(p, "//") {
+		p = strings.ReplaceAll(p, "//", "/")
+	}
+	return p
+}
+
 func trimSlash(p string) string {
 	for len(p) > 1 && p[len(p)-1] == '/' {
 		p = p[:len(p)-1]

@@ -421,17 +421,9 @@ impl Reactor {
             // is found in `computing`.
             app.inline_finished(&mut finished);
             for job in finished.drain(..) {
-                let Some(token) = p.computing.remove(&job) else {
-                    continue;
-                };
-                let Some(e) = p.conns.get_mut(&token) else {
-                    continue;
-                };
-                let Some(b) = e.busy.take() else {
-                    continue;
-                };
-                let next = finish_busy(app, e, b);
-                self.settle(&mut p, token, next, &mut handoffs);
+                if let Some(token) = p.computing.remove(&job) {
+                    self.finish(app, &mut p, token, &mut handoffs);
+                }
             }
             let now = Instant::now();
             while let Some(&Reverse((due, token))) = p.timers.peek() {
@@ -439,14 +431,7 @@ impl Reactor {
                     break;
                 }
                 p.timers.pop();
-                let Some(e) = p.conns.get_mut(&token) else {
-                    continue;
-                };
-                let Some(b) = e.busy.take() else {
-                    continue;
-                };
-                let next = finish_busy(app, e, b);
-                self.settle(&mut p, token, next, &mut handoffs);
+                self.finish(app, &mut p, token, &mut handoffs);
             }
             self.arm(&mut p);
             let shutting_down = app.shutting_down();
@@ -523,6 +508,19 @@ impl Reactor {
             sys::timerfd_settime(self.timer.as_raw_fd(), 0, &spec, std::ptr::null_mut());
         }
         p.armed = want;
+    }
+
+    /// Answers the busy request of connection `token` (its timer or its
+    /// machine says it is done), if the connection is still there.
+    fn finish(&self, app: &App, p: &mut Parked, token: u64, handoffs: &mut Vec<Handoff>) {
+        let Some(e) = p.conns.get_mut(&token) else {
+            return;
+        };
+        let Some(b) = e.busy.take() else {
+            return;
+        };
+        let next = finish_busy(app, e, b);
+        self.settle(p, token, next, handoffs);
     }
 
     fn settle(&self, p: &mut Parked, token: u64, next: Next, handoffs: &mut Vec<Handoff>) {

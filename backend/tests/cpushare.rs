@@ -4,10 +4,12 @@
 //! least its share of the machine's time; a slow host only adds to it),
 //! plus a generous ceiling.
 
+#[path = "support/spawn.rs"]
+mod spawn;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,34 +26,10 @@ struct Machine {
 
 impl Machine {
     fn start(args: &[&str]) -> Machine {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let addr_file = std::env::temp_dir().join(format!(
-            "prequal-backend-cpushare-{}-{}.addr",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_file(&addr_file);
-        let child = Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--shutdown-grace", "0"])
-            .arg("--addr-file")
-            .arg(&addr_file)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the backend");
-        let end = Instant::now() + Duration::from_secs(20);
-        // Written atomically once every replica listens: complete lines.
-        let text = loop {
-            if let Ok(s) = std::fs::read_to_string(&addr_file) {
-                break s;
-            }
-            assert!(Instant::now() < end, "backend never listened");
-            thread::sleep(Duration::from_millis(10));
-        };
-        let _ = std::fs::remove_file(&addr_file);
-        assert!(text.ends_with('\n'), "{text:?}");
-        let addrs = text.lines().map(|l| l.parse().unwrap()).collect();
+        let mut all = vec!["--shutdown-grace", "0"];
+        all.extend_from_slice(args);
+        let (child, addr_file) = spawn::start(BIN, &all, Stdio::null());
+        let addrs = spawn::addresses(&addr_file, String::new);
         Machine { child, addrs }
     }
 

@@ -5,10 +5,12 @@
 //! in src/load.rs and src/server.rs; here each check is retried with fresh
 //! requests until a deadline, so a slow host cannot make it fail.
 
+#[path = "support/spawn.rs"]
+mod spawn;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,33 +23,10 @@ struct Backend {
 
 impl Backend {
     fn start(args: &[&str]) -> Backend {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let addr_file = std::env::temp_dir().join(format!(
-            "prequal-backend-feedback-{}-{}.addr",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_file(&addr_file);
-        let child = Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--shutdown-grace", "0"])
-            .arg("--addr-file")
-            .arg(&addr_file)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the backend");
-        let end = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            if let Ok(s) = std::fs::read_to_string(&addr_file) {
-                if let Some(line) = s.strip_suffix('\n') {
-                    break line.parse().unwrap();
-                }
-            }
-            assert!(Instant::now() < end, "backend never listened");
-            thread::sleep(Duration::from_millis(10));
-        };
-        let _ = std::fs::remove_file(&addr_file);
+        let mut all = vec!["--shutdown-grace", "0"];
+        all.extend_from_slice(args);
+        let (child, addr_file) = spawn::start(BIN, &all, Stdio::null());
+        let addr = spawn::addresses(&addr_file, String::new)[0];
         Backend { child, addr }
     }
 

@@ -4,10 +4,12 @@
 //! keep connecting, the preStop sleep. Loopback only; every loop is
 //! bounded in count and time.
 
+#[path = "support/spawn.rs"]
+mod spawn;
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,22 +28,9 @@ struct Backend {
 
 impl Backend {
     fn start(args: &[&str]) -> Backend {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let addr_file = std::env::temp_dir().join(format!(
-            "prequal-backend-hardening-{}-{}.addr",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_file(&addr_file);
-        let mut child = Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--service-time", "1ms"])
-            .arg("--addr-file")
-            .arg(&addr_file)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the backend");
+        let mut all = vec!["--service-time", "1ms"];
+        all.extend_from_slice(args);
+        let (mut child, addr_file) = spawn::start(BIN, &all, Stdio::piped());
         let log = Arc::new(Mutex::new(String::new()));
         let mut stderr = child.stderr.take().unwrap();
         let sink = log.clone();
@@ -56,21 +45,7 @@ impl Backend {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        let end = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            if let Ok(s) = std::fs::read_to_string(&addr_file) {
-                if let Some(line) = s.strip_suffix('\n') {
-                    break line.parse().unwrap();
-                }
-            }
-            assert!(
-                Instant::now() < end,
-                "backend never listened: {}",
-                log.lock().unwrap()
-            );
-            thread::sleep(Duration::from_millis(10));
-        };
-        let _ = std::fs::remove_file(&addr_file);
+        let addr = spawn::addresses(&addr_file, || log.lock().unwrap().clone())[0];
         Backend { child, addr, log }
     }
 

@@ -236,7 +236,7 @@ func (e *Env) startBackend(ctx context.Context, route string, g scenario.Backend
 	// No shutdown grace: it covers a load balancer's endpoint propagation,
 	// and here the ingress has dropped a replica before it is stopped (or
 	// stops with it).
-	args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10), "--shutdown-grace", "0"}, g.Args()...)
+	args := backendArgs(g, addrFile, seed)
 	p, err := e.start(name, e.opts.BackendBin, args)
 	if err != nil {
 		return backend{proc: p}, err
@@ -248,6 +248,12 @@ func (e *Env) startBackend(ctx context.Context, route string, g scenario.Backend
 	addr := strings.TrimSpace(string(b))
 	e.setAddress(name, addr)
 	return backend{info: artifacts.Backend{Address: addr, Group: g.Name, Route: route}, proc: p, probeFault: g.ProbeFault}, nil
+}
+
+// backendArgs are a backend process's flags: the group's, on a port of
+// its own choosing, its address written to addrFile.
+func backendArgs(g scenario.BackendGroup, addrFile string, seed uint64) []string {
+	return append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(seed, 10), "--shutdown-grace", "0"}, g.Args()...)
 }
 
 // startMachines starts cpu-share group g as its machines: one backend
@@ -266,8 +272,7 @@ func (e *Env) startMachines(ctx context.Context, route string, g scenario.Backen
 		addrFile := filepath.Join(e.tmp, name+".addr")
 		os.Remove(addrFile)
 		*seed++
-		args := append([]string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--seed", strconv.FormatUint(*seed, 10), "--shutdown-grace", "0"}, g.Args()...)
-		args = append(args, "--replicas", strconv.Itoa(n), "--machine-index", strconv.Itoa(m), "--machines", strconv.Itoa(machines))
+		args := append(backendArgs(g, addrFile, *seed), "--replicas", strconv.Itoa(n), "--machine-index", strconv.Itoa(m), "--machines", strconv.Itoa(machines))
 		p, err := e.start(name, e.opts.BackendBin, args)
 		if err != nil {
 			if p != nil { // started, but not recorded: Close must still stop it

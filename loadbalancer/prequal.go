@@ -156,6 +156,9 @@ func newPrequal(cfg PrequalConfig) *prequal { return newPoolPolicy(NamePrequal, 
 
 // newPoolPolicy is prequal's pool and probing with selection rule sel.
 func newPoolPolicy(name string, cfg PrequalConfig, sel selector) *prequal {
+	if cfg.PickAmong > 0 {
+		sel = &sampled{rule: sel, d: cfg.PickAmong, idx: make([]int, cfg.PoolSize), subset: make([]probeEntry, 0, cfg.PoolSize)}
+	}
 	return &prequal{
 		base:      newBase(name),
 		cfg:       cfg,
@@ -392,8 +395,8 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	// left as a known limit: idle slow replicas dominate it, so in a pool
 	// down to MinProbes a reused fast probe can look as slow as a 16x-slow
 	// one (see the README).
-	if e.known && p.unitLatency > 0 {
-		e.latency = min(e.latency+time.Duration(p.unitLatency), maxLatency)
+	if e.known && p.unitLatency > 0 && p.cfg.ReuseLatency > 0 {
+		e.latency = min(e.latency+time.Duration(p.cfg.ReuseLatency*p.unitLatency), maxLatency)
 	}
 	e.rif++
 	e.uses++

@@ -395,7 +395,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	// left as a known limit: idle slow replicas dominate it, so in a pool
 	// down to MinProbes a reused fast probe can look as slow as a 16x-slow
 	// one (see the README).
-	if e.known && p.unitLatency > 0 && p.cfg.ReuseLatency > 0 {
+	if e.known && p.unitLatency > 0 {
 		e.latency = min(e.latency+time.Duration(p.cfg.ReuseLatency*p.unitLatency), maxLatency)
 	}
 	e.rif++

@@ -31,7 +31,7 @@ func (hcl) worst(p *prequal, thr int32) int                          { return p.
 type sampled struct {
 	rule   selector
 	d      int
-	idx    []int        // scratch: pool indexes, the first d of them drawn
+	idx    []int        // scratch: pool indexes (the pool never exceeds PoolSize), the first d drawn
 	subset []probeEntry // scratch: copies of the drawn entries
 }
 
@@ -39,9 +39,6 @@ func (s *sampled) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) {
 	n := len(p.pool)
 	if n <= s.d {
 		return s.rule.choose(p, thr, rng)
-	}
-	if cap(s.idx) < n { // a pool larger than configured (sync's); not reached by async
-		s.idx = make([]int, n)
 	}
 	idx := s.idx[:n]
 	for i := range idx {

@@ -149,13 +149,6 @@ type PrequalConfig struct {
 	// ideally raise the latency too; 0 is the paper's rule, 1 (the
 	// default) adds one request's worth (see the compensation in Pick).
 	ReuseLatency float64 `json:"reuse_latency"`
-	// PickAmong, when > 0, applies the rule to that many pool entries
-	// drawn at random per pick instead of the whole pool (the paper: the
-	// whole pool). With stale information the best of many herds: every
-	// client holding an idle replica's probe picks it at once; the best
-	// of a few spreads picks (Mitzenmacher, "How useful is old
-	// information?", 2000). 0 = the whole pool.
-	PickAmong int `json:"pick_among"`
 }
 
 // PeakEWMAConfig holds the Linkerd/Finagle peak-EWMA baseline's knobs.
@@ -246,9 +239,6 @@ func (c Config) Validate() error {
 	}
 	if !(p.ReuseLatency >= 0 && p.ReuseLatency <= maxReuseLatency) {
 		bad("Prequal.ReuseLatency", fmt.Sprintf("in [0, %d]", maxReuseLatency), p.ReuseLatency)
-	}
-	if p.PickAmong < 0 || p.PickAmong > maxPoolSize {
-		bad("Prequal.PickAmong", fmt.Sprintf("in [0, %d] (0 = the whole pool)", maxPoolSize), p.PickAmong)
 	}
 	if p.MinProbes < 1 || (p.PoolSize >= 1 && p.MinProbes > p.PoolSize) {
 		bad("Prequal.MinProbes", fmt.Sprintf("in [1, PoolSize=%d]", p.PoolSize), p.MinProbes)

@@ -156,9 +156,6 @@ func newPrequal(cfg PrequalConfig) *prequal { return newPoolPolicy(NamePrequal, 
 
 // newPoolPolicy is prequal's pool and probing with selection rule sel.
 func newPoolPolicy(name string, cfg PrequalConfig, sel selector) *prequal {
-	if cfg.PickAmong > 0 {
-		sel = &sampled{rule: sel, d: cfg.PickAmong, idx: make([]int, cfg.PoolSize), subset: make([]probeEntry, 0, cfg.PoolSize)}
-	}
 	return &prequal{
 		base:      newBase(name),
 		cfg:       cfg,

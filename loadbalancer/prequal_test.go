@@ -415,44 +415,6 @@ func TestPrequal_ReuseLatency(t *testing.T) {
 	}
 }
 
-// TestPrequal_PickAmong: with PickAmong d the rule sees d entries drawn at
-// random, so of four cold probes the slowest (never the best of two) is
-// never chosen and the other three are; the whole pool picks only the
-// fastest. The pool is left as it was.
-func TestPrequal_PickAmong(t *testing.T) {
-	for _, tt := range []struct {
-		among int
-		want  []bool // which of the four replicas may be chosen
-	}{
-		{0, []bool{true, false, false, false}},
-		{2, []bool{true, true, true, false}},
-		{4, []bool{true, false, false, false}},
-	} {
-		p := newPrequalT(t, 4, func(c *PrequalConfig) { c.PickAmong = tt.among })
-		fill(p, t0, map[int]ProbeReply{
-			0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond),
-			2: known(0, 3*time.Millisecond), 3: known(0, 4*time.Millisecond)})
-		before := slices.Clone(p.pool)
-		rng := newRNG()
-		var chosen [4]int
-		for range 600 {
-			c, hot := p.sel.choose(p, p.hotThreshold(), rng)
-			if hot {
-				t.Fatalf("among %d: a cold pool gave a hot pick", tt.among)
-			}
-			chosen[p.pool[c].ep]++
-		}
-		for ep, may := range tt.want {
-			if may != (chosen[ep] > 0) {
-				t.Errorf("among %d: replica %d chosen %d times of 600, want chosen: %v", tt.among, ep, chosen[ep], may)
-			}
-		}
-		if !slices.Equal(p.pool, before) {
-			t.Errorf("among %d: the pool changed: %+v, was %+v", tt.among, p.pool, before)
-		}
-	}
-}
-
 func TestPrequal_OneEntryPerReplica(t *testing.T) {
 	p := newPrequalT(t, 4, nil)
 	p.ProbeResult(t0, p.eps[0].addr, known(5, 9*time.Millisecond))

@@ -24,47 +24,6 @@ type hcl struct{}
 func (hcl) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) { return p.choose(thr, rng) }
 func (hcl) worst(p *prequal, thr int32) int                          { return p.worst(thr) }
 
-// sampled applies rule to d pool entries drawn uniformly without
-// replacement (PrequalConfig.PickAmong), the whole pool when it holds no
-// more. The draw is shown to the rule as the pool itself, so every rule
-// works unchanged; removal ("worst") still looks at the whole pool.
-type sampled struct {
-	rule   selector
-	d      int
-	idx    []int        // scratch: pool indexes (the pool never exceeds PoolSize), the first d drawn
-	subset []probeEntry // scratch: copies of the drawn entries
-}
-
-func (s *sampled) choose(p *prequal, thr int32, rng *rand.Rand) (int, bool) {
-	n := len(p.pool)
-	if n <= s.d {
-		return s.rule.choose(p, thr, rng)
-	}
-	idx := s.idx[:n]
-	for i := range idx {
-		idx[i] = i
-	}
-	full := p.pool
-	sub := s.subset[:0]
-	for i := range s.d {
-		j := i + rng.IntN(n-i)
-		idx[i], idx[j] = idx[j], idx[i]
-		sub = append(sub, full[idx[i]])
-	}
-	p.pool = sub
-	c, hot := s.rule.choose(p, thr, rng)
-	p.pool = full
-	s.subset = sub[:0]
-	if p.averse(int(sub[c].ep)) {
-		// Every drawn replica is averse: the rule on the whole pool
-		// finds a healthy one if there is any.
-		return s.rule.choose(p, thr, rng)
-	}
-	return idx[c], hot
-}
-
-func (s *sampled) worst(p *prequal, thr int32) int { return s.rule.worst(p, thr) }
-
 // scored is a selector that ranks each entry by a score, lowest wins, ties
 // uniformly at random. An averse replica ranks after every other, and an
 // unknown-latency replica already explored by a request in flight just

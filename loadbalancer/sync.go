@@ -28,7 +28,6 @@ var (
 )
 
 func newPrequalSync(pc PrequalConfig, sc SyncConfig) *prequalSync {
-	pc.PickAmong = 0 // the answers of one query are the whole choice
 	p := newPoolPolicy(NamePrequalSync, pc, hcl{})
 	if sc.D > cap(p.pool) {
 		p.pool = make([]probeEntry, 0, sc.D)

@@ -100,10 +100,6 @@ func init() {
 			kind: kindNumber, lo: 0, hi: maxReuseLatency,
 			get: func(c *Config) float64 { return c.Prequal.ReuseLatency },
 			set: func(c *Config, v float64) { c.Prequal.ReuseLatency = v }},
-		paramSpec{name: "among", doc: "the rule picks among this many pool entries drawn at random; 0 = the whole pool, the paper's (PrequalConfig.PickAmong)",
-			kind: kindInt, lo: 0, hi: maxPoolSize,
-			get: func(c *Config) float64 { return float64(c.Prequal.PickAmong) },
-			set: func(c *Config, v float64) { c.Prequal.PickAmong = int(v) }},
 	)
 	// linear and rif-only run prequal's pool: its parameters apply.
 	registerParams(NameLinear, append(slices.Clone(params[NamePrequal]),

@@ -11,7 +11,8 @@ import (
 // §4): queries trigger probes, probe answers fill a small pool, and each pick
 // applies the hot-cold lexicographic (HCL) rule to the pool.
 //
-// Decisions the paper leaves open, made here:
+// How the paper's rules are built, and the decisions it leaves open
+// (docs/prequal.md keeps the two apart, with the paper's sections):
 //
 //   - One entry per replica. A new answer from a replica replaces its entry
 //     (counted as "replaced"). Duplicates would give a replica several votes

@@ -45,9 +45,10 @@ import (
 //     then follows Eq. 1 up to MaxReuse (default 16); see reuseBudget and
 //     ReuseWarning.
 //   - A reused probe is made pessimistic as well as busier: each use adds
-//     one request to its RIF (the paper's compensation) and the latency of
-//     one request at RIF 1 (unitLatency) to its latency, which the paper
-//     says it would ideally do. Without it any budget above 1 herded onto
+//     one request to its RIF (the paper's compensation) and ReuseLatency
+//     (default 1; 0 is the paper's rule) times the latency of one request
+//     at RIF 1 (unitLatency) to its latency, which the paper says it would
+//     ideally do. Without it any budget above 1 herded onto
 //     the probe of an idle replica with 10 clients (p99 +10-30% at every
 //     n >= 25), and a rule that made the budget 1 whenever the pool was
 //     over half full, tried before, starved the pool at the paper's own

@@ -143,6 +143,12 @@ type PrequalConfig struct {
 	// replica that happened to read lowest until it turned hot (the seed's
 	// C2 on loopback: fast-group max/min 41). 0 ranks exactly.
 	LatencyTolerance float64 `json:"latency_tolerance"`
+	// ReuseLatency is how many requests' worth of latency (the fleet's
+	// latency at RIF 1) each use adds to a reused probe's latency, beside
+	// the paper's +1 RIF. The paper adds RIF only and says it would
+	// ideally raise the latency too; 0 is the paper's rule, 1 (the
+	// default) adds one request's worth (see the compensation in Pick).
+	ReuseLatency float64 `json:"reuse_latency"`
 }
 
 // PeakEWMAConfig holds the Linkerd/Finagle peak-EWMA baseline's knobs.
@@ -174,6 +180,7 @@ func DefaultConfig() Config {
 			MaxReuse:          16,
 			LatencyMemory:     0,
 			LatencyTolerance:  0.05,
+			ReuseLatency:      1,
 		},
 		PeakEWMA: PeakEWMAConfig{
 			Decay:      10 * time.Second,
@@ -199,6 +206,7 @@ const (
 	maxDelta          = 1000
 	maxChoices        = 100
 	maxSyncProbes     = 64
+	maxReuseLatency   = 100
 )
 
 // Validate reports every invalid field, each named with its allowed range.
@@ -228,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if !(p.LatencyTolerance >= 0 && p.LatencyTolerance <= 1) {
 		bad("Prequal.LatencyTolerance", "in [0, 1]", p.LatencyTolerance)
+	}
+	if !(p.ReuseLatency >= 0 && p.ReuseLatency <= maxReuseLatency) {
+		bad("Prequal.ReuseLatency", fmt.Sprintf("in [0, %d]", maxReuseLatency), p.ReuseLatency)
 	}
 	if p.MinProbes < 1 || (p.PoolSize >= 1 && p.MinProbes > p.PoolSize) {
 		bad("Prequal.MinProbes", fmt.Sprintf("in [1, PoolSize=%d]", p.PoolSize), p.MinProbes)

@@ -40,6 +40,8 @@ func TestConfigValidate_NamesFieldAndRange(t *testing.T) {
 		{"idle negative", func(c *Config) { c.Prequal.IdleProbeInterval = -time.Second }, "Prequal.IdleProbeInterval"},
 		{"window not above pool", func(c *Config) { c.Prequal.RIFWindow = 16 }, "Prequal.RIFWindow"},
 		{"max reuse zero", func(c *Config) { c.Prequal.MaxReuse = 0 }, "Prequal.MaxReuse"},
+		{"reuse latency negative", func(c *Config) { c.Prequal.ReuseLatency = -1 }, "Prequal.ReuseLatency"},
+		{"reuse latency NaN", func(c *Config) { c.Prequal.ReuseLatency = math.NaN() }, "Prequal.ReuseLatency"},
 		{"ewma decay", func(c *Config) { c.PeakEWMA.Decay = 0 }, "PeakEWMA.Decay"},
 		{"ewma default rtt", func(c *Config) { c.PeakEWMA.DefaultRTT = -1 }, "PeakEWMA.DefaultRTT"},
 	}

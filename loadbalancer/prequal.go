@@ -11,7 +11,8 @@ import (
 // §4): queries trigger probes, probe answers fill a small pool, and each pick
 // applies the hot-cold lexicographic (HCL) rule to the pool.
 //
-// Decisions the paper leaves open, made here:
+// How the paper's rules are built, and the decisions it leaves open
+// (docs/prequal.md keeps the two apart, with the paper's sections):
 //
 //   - One entry per replica. A new answer from a replica replaces its entry
 //     (counted as "replaced"). Duplicates would give a replica several votes
@@ -44,9 +45,10 @@ import (
 //     then follows Eq. 1 up to MaxReuse (default 16); see reuseBudget and
 //     ReuseWarning.
 //   - A reused probe is made pessimistic as well as busier: each use adds
-//     one request to its RIF (the paper's compensation) and the latency of
-//     one request at RIF 1 (unitLatency) to its latency, which the paper
-//     says it would ideally do. Without it any budget above 1 herded onto
+//     one request to its RIF (the paper's compensation) and ReuseLatency
+//     (default 1; 0 is the paper's rule) times the latency of one request
+//     at RIF 1 (unitLatency) to its latency, which the paper says it would
+//     ideally do. Without it any budget above 1 herded onto
 //     the probe of an idle replica with 10 clients (p99 +10-30% at every
 //     n >= 25), and a rule that made the budget 1 whenever the pool was
 //     over half full, tried before, starved the pool at the paper's own
@@ -393,7 +395,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	// down to MinProbes a reused fast probe can look as slow as a 16x-slow
 	// one (see the README).
 	if e.known && p.unitLatency > 0 {
-		e.latency = min(e.latency+time.Duration(p.unitLatency), maxLatency)
+		e.latency = min(e.latency+time.Duration(p.cfg.ReuseLatency*p.unitLatency), maxLatency)
 	}
 	e.rif++
 	e.uses++

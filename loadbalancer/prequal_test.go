@@ -376,6 +376,45 @@ func TestPrequal_Compensation(t *testing.T) {
 	}
 }
 
+// TestPrequal_ReuseLatency: the latency each use adds is ReuseLatency
+// requests' worth; at 0 (the paper's rule) only the RIF moves, so A stays
+// the fastest until its RIF turns it hot.
+func TestPrequal_ReuseLatency(t *testing.T) {
+	for _, tt := range []struct {
+		perUse   float64
+		picks    []int
+		latency1 time.Duration // A's latency after its first use
+	}{
+		{0, []int{0, 0, 1}, time.Millisecond},
+		{1, []int{0, 1, 0}, time.Millisecond + 1062500},
+		{2, []int{0, 1, 0}, time.Millisecond + 2*1062500},
+	} {
+		p := newPrequalT(t, 3, func(c *PrequalConfig) {
+			c.PoolSize, c.RemovePerQuery, c.QRIF, c.Delta, c.MaxReuse = 2, 0, 0.5, 15, 16
+			c.ReuseLatency = tt.perUse
+		})
+		for _, r := range []int{1, 1, 1, 1, 5} {
+			p.recordRIF(r)
+		}
+		// A at 1 ms, B at 2 ms, both at RIF 0: the latency at RIF 1 is
+		// 1 + (2 − 1)/16 = 1.0625 ms.
+		fill(p, t0, map[int]ProbeReply{0: known(0, time.Millisecond), 1: known(0, 2*time.Millisecond)})
+		var got []int
+		for k := range 3 {
+			pk := mustPick(t, p, t0, newRNG())
+			got = append(got, p.byAddr[pk.Endpoint])
+			if k == 0 {
+				if a := p.pool[0]; a.ep != 0 || a.latency != tt.latency1 {
+					t.Errorf("reuselat %v: A's entry after one use = %+v, want latency %v", tt.perUse, a, tt.latency1)
+				}
+			}
+		}
+		if !slices.Equal(got, tt.picks) {
+			t.Errorf("reuselat %v: picks = %v, want %v", tt.perUse, got, tt.picks)
+		}
+	}
+}
+
 func TestPrequal_OneEntryPerReplica(t *testing.T) {
 	p := newPrequalT(t, 4, nil)
 	p.ProbeResult(t0, p.eps[0].addr, known(5, 9*time.Millisecond))

@@ -96,6 +96,10 @@ func init() {
 			kind: kindNumber, lo: 0, hi: 1,
 			get: func(c *Config) float64 { return c.Prequal.LatencyTolerance },
 			set: func(c *Config, v float64) { c.Prequal.LatencyTolerance = v }},
+		paramSpec{name: "reuselat", doc: "requests' worth of latency (the fleet's at RIF 1) each use adds to a reused probe; 0 = the paper's RIF-only compensation (PrequalConfig.ReuseLatency)",
+			kind: kindNumber, lo: 0, hi: maxReuseLatency,
+			get: func(c *Config) float64 { return c.Prequal.ReuseLatency },
+			set: func(c *Config, v float64) { c.Prequal.ReuseLatency = v }},
 	)
 	// linear and rif-only run prequal's pool: its parameters apply.
 	registerParams(NameLinear, append(slices.Clone(params[NamePrequal]),

@@ -135,6 +135,18 @@ type PrequalConfig struct {
 	// simulation with a 1 s window: p99 0.6 s without memory, 2.3 s with
 	// 10 s).
 	LatencyMemory time.Duration `json:"latency_memory"`
+	// SlowMemory is how long a replica's last known latency stands in when
+	// its probe reports none and that latency was at least SlowFactor times
+	// the fastest known latency in the pool. The backend's idle max age
+	// makes an idle replica answer "unknown" so that it is explored again;
+	// exploring a replica far slower than the fleet costs a whole slow
+	// request (C2's 16x pair, p99.9) and is done at most this often, while
+	// one only somewhat slower is explored at the backend's pace. 0
+	// disables it.
+	SlowMemory time.Duration `json:"slow_memory"`
+	// SlowFactor is how many times the pool's fastest known latency a
+	// remembered latency must be for SlowMemory to hold it.
+	SlowFactor float64 `json:"slow_factor"`
 	// LatencyTolerance makes cold probes whose latencies are within this
 	// fraction of the fastest one's a tie, broken by the lower RIF, then at
 	// random. The paper picks the lowest latency outright; estimates from
@@ -179,6 +191,8 @@ func DefaultConfig() Config {
 			RIFWindow:         64,
 			MaxReuse:          16,
 			LatencyMemory:     0,
+			SlowMemory:        30 * time.Second,
+			SlowFactor:        4,
 			LatencyTolerance:  0.05,
 			ReuseLatency:      1,
 		},
@@ -207,6 +221,7 @@ const (
 	maxChoices        = 100
 	maxSyncProbes     = 64
 	maxReuseLatency   = 100
+	maxSlowFactor     = 1000
 )
 
 // Validate reports every invalid field, each named with its allowed range.
@@ -248,6 +263,12 @@ func (c Config) Validate() error {
 	}
 	if p.LatencyMemory < 0 {
 		bad("Prequal.LatencyMemory", ">= 0 (0 disables the memory)", p.LatencyMemory)
+	}
+	if p.SlowMemory < 0 {
+		bad("Prequal.SlowMemory", ">= 0 (0 disables it)", p.SlowMemory)
+	}
+	if !(p.SlowFactor >= 1 && p.SlowFactor <= maxSlowFactor) {
+		bad("Prequal.SlowFactor", fmt.Sprintf("in [1, %d]", maxSlowFactor), p.SlowFactor)
 	}
 	if p.RIFWindow <= p.PoolSize || p.RIFWindow > maxRIFWindow {
 		bad("Prequal.RIFWindow", fmt.Sprintf("in (PoolSize=%d, %d]", p.PoolSize, maxRIFWindow), p.RIFWindow)

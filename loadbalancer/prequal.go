@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -103,6 +104,10 @@ type prequal struct {
 	coalesced uint64
 	// reusedPicks counts picks made on a probe already used for a pick.
 	reusedPicks uint64
+	// slowHeld counts unknown answers SlowMemory answered with a
+	// remembered latency.
+	slowHeld   uint64
+	latScratch []time.Duration // farSlower's, kept to avoid an allocation per answer
 
 	// unitLatency is an EWMA (ns) of the latencies answered at RIF <= 1:
 	// the processing time with one request in flight, the paper's scale
@@ -742,6 +747,9 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 		*m = latencyMemory{latency: r.Latency, at: clk, set: true}
 	case m.set && clk-m.at <= int64(p.cfg.LatencyMemory):
 		e.latency, e.known = m.latency, true
+	case m.set && clk-m.at <= int64(p.cfg.SlowMemory) && p.farSlower(m.latency):
+		e.latency, e.known = m.latency, true
+		p.slowHeld++
 	}
 	rs.latencyKnown = e.known
 	if known && rif <= 1 {
@@ -759,6 +767,27 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	p.pool = append(p.pool, probeEntry{})
 	copy(p.pool[i+1:], p.pool[i:])
 	p.pool[i] = e
+}
+
+// farSlower reports whether latency is at least SlowFactor times the
+// median known latency in the pool (false with none known). The median, not
+// the fastest: one replica that read low would make the whole slower part
+// of a heterogeneous fleet "far slower" (hetero16-70's slow group held at
+// max/min 3.4 against the fastest, in --env sim).
+func (p *prequal) farSlower(latency time.Duration) bool {
+	known := p.latScratch[:0]
+	for i := range p.pool {
+		if e := &p.pool[i]; e.known {
+			known = append(known, e.latency)
+		}
+	}
+	p.latScratch = known[:0]
+	if len(known) == 0 {
+		return false
+	}
+	slices.Sort(known)
+	median := known[len(known)/2]
+	return median > 0 && float64(latency) >= p.cfg.SlowFactor*float64(median)
 }
 
 // ProbeFailed counts a failed probe. The replica's pool entry, if any, stays
@@ -788,7 +817,7 @@ func (p *prequal) Reset(time.Time) {
 		p.replicas[i] = replicaState{exploring: p.replicas[i].exploring,
 			probing: p.replicas[i].probing, probeSent: p.replicas[i].probeSent}
 	}
-	p.stale, p.coalesced, p.reusedPicks = 0, 0, 0
+	p.stale, p.coalesced, p.reusedPicks, p.slowHeld = 0, 0, 0, 0
 	p.unitLatency = 0
 }
 

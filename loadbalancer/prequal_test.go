@@ -757,6 +757,43 @@ func TestPrequal_LatencyMemory(t *testing.T) {
 	}
 }
 
+// TestPrequal_SlowMemory: an idle replica whose backend answers "unknown"
+// is explored again unless the policy remembers it as at least SlowFactor
+// times slower than the pool's fastest known replica; then its memory
+// stands in until SlowMemory has passed since it was learned.
+func TestPrequal_SlowMemory(t *testing.T) {
+	ms := time.Millisecond
+	unknown := ProbeReply{RIF: 0}
+	p := newPrequalT(t, 4, func(c *PrequalConfig) {
+		c.QRIF = 1
+		c.RemovePerQuery = 0
+		c.SlowMemory = 10 * time.Second
+	})
+	// Replica 1 was 16x slower than replica 0, replica 2 only 2x.
+	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms), 2: known(0, 100*ms)})
+	now := t0.Add(500 * ms)
+	fill(p, now, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown, 2: unknown})
+	if st := &p.replicas[1]; !st.latencyKnown {
+		t.Fatal("the 16x-slow replica's unknown answer was not held by its memory")
+	}
+	if st := &p.replicas[2]; st.latencyKnown {
+		t.Fatal("the 2x-slow replica's unknown answer was held: it would not be explored")
+	}
+	if pk := mustPick(t, p, now, newRNG()); p.byAddr[pk.Endpoint] != 2 {
+		t.Fatalf("picked %s, want the 2x-slow replica explored (unknown, idle)", pk.Endpoint)
+	}
+	if got := p.slowHeld; got != 1 {
+		t.Errorf("slowHeld = %d, want 1", got)
+	}
+
+	// Past SlowMemory the 16x-slow replica is explored too.
+	later := t0.Add(p.cfg.SlowMemory + time.Second)
+	fill(p, later, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
+	if pk := mustPick(t, p, later, newRNG()); p.byAddr[pk.Endpoint] != 1 {
+		t.Fatalf("picked %s: an expired slow memory still hid the replica", pk.Endpoint)
+	}
+}
+
 // TestPrequal_QRIFEndpoints: at Q_RIF = 1 the threshold is infinite and
 // every probe is cold, even the busiest; at Q_RIF = 0.999 (nearest rank: the
 // window maximum) replicas tied at the maximum are hot.

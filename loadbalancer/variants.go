@@ -100,6 +100,14 @@ func init() {
 			kind: kindNumber, lo: 0, hi: maxReuseLatency,
 			get: func(c *Config) float64 { return c.Prequal.ReuseLatency },
 			set: func(c *Config, v float64) { c.Prequal.ReuseLatency = v }},
+		paramSpec{name: "slowmem", doc: "how long a replica's last known latency stands in for an unknown answer when it was at least slowx times the pool's fastest; 0 = off (PrequalConfig.SlowMemory)",
+			kind: kindDuration, lo: 0, hi: float64(time.Hour),
+			get: func(c *Config) float64 { return float64(c.Prequal.SlowMemory) },
+			set: func(c *Config, v float64) { c.Prequal.SlowMemory = time.Duration(v) }},
+		paramSpec{name: "slowx", doc: "how many times the pool's fastest known latency a remembered one must be for slowmem to hold it (PrequalConfig.SlowFactor)",
+			kind: kindNumber, lo: 1, hi: maxSlowFactor,
+			get: func(c *Config) float64 { return c.Prequal.SlowFactor },
+			set: func(c *Config, v float64) { c.Prequal.SlowFactor = v }},
 	)
 	// linear and rif-only run prequal's pool: its parameters apply.
 	registerParams(NameLinear, append(slices.Clone(params[NamePrequal]),

@@ -93,13 +93,13 @@ type BackendGroup struct {
 	WorkFault string `json:"workFault,omitempty"`
 	// LatencyWindow is the age after which the backend's latency samples
 	// stop counting in its probe answers; empty keeps the backend's
-	// default (1s). A replica whose samples have all aged out reports an
-	// unknown latency.
+	// default (0s: by count, each RIF bucket's newest samples however old).
+	// A replica whose samples have all aged out reports an unknown latency.
 	LatencyWindow Duration `json:"latencyWindow,omitempty"`
 	// LatencyIdleMaxAge is the backend's --latency-idle-max-age: with the
 	// estimate by count, an idle replica's samples older than it do not
 	// count, so a replica avoided since a slow spell is explored again.
-	// Empty keeps the backend's default; 0s turns it off.
+	// Empty keeps the backend's default (5s); 0s turns it off.
 	LatencyIdleMaxAge Duration `json:"latencyIdleMaxAge,omitempty"`
 }
 

@@ -34,10 +34,11 @@ const (
 
 // DefaultIdleMaxAge is the backend's default --latency-idle-max-age
 // (backend/src/estimator.rs DEFAULT_IDLE_MAX_AGE_MS; the shared vectors
-// check that the two agree). 30 s: in --env sim it ended the starvation of
-// slow replicas on capacity-48-ingress3-80 at 0.01% of c2-hetero-open's
-// picks on its 16x-slow pair (loadbalancer/README.md).
-const DefaultIdleMaxAge = 30 * time.Second
+// check that the two agree). 5 s spreads a slow group's picks evenly (max/min
+// 2.0-2.5, against 7-185 at 30 s); the balancer's SlowMemory keeps replicas
+// far slower than the rest from being explored that often (docs/results.md,
+// 2026-12-06).
+const DefaultIdleMaxAge = 5 * time.Second
 
 type estSample struct {
 	latencyMS float64

@@ -583,9 +583,9 @@ mod tests {
     }
 
     #[test]
-    fn latency_idle_max_age_is_30s_unless_set_and_0_turns_it_off() {
+    fn latency_idle_max_age_is_5s_unless_set_and_0_turns_it_off() {
         let age = |a: &[&str]| run(a, &[]).unwrap().latency_idle_max_age;
-        assert_eq!(age(&[]), Duration::from_secs(30));
+        assert_eq!(age(&[]), Duration::from_secs(5));
         assert_eq!(age(&["--latency-idle-max-age", "0"]), Duration::ZERO);
         assert_eq!(age(&["--latency-idle-max-age", "0s"]), Duration::ZERO);
     }
@@ -886,7 +886,7 @@ mod tests {
         assert_eq!(c.slow, 3.0);
         assert_eq!(c.concurrency, 9);
         assert_eq!(c.latency_window, Duration::from_secs(2));
-        assert_eq!(c.latency_idle_max_age, Duration::from_secs(30));
+        assert_eq!(c.latency_idle_max_age, Duration::from_secs(5));
         assert_eq!(c.antagonists.len(), 2);
         // A flag replaces the environment's schedules instead of adding to them.
         let c = run(

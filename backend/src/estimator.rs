@@ -22,19 +22,17 @@
 //! By count has one failure the paper's busy replicas never meet: a replica
 //! whose last samples near RIF 0 came out slow (an antagonist, or an unlucky
 //! draw of a wide service time) is avoided by every client, so it gets no
-//! new samples and is avoided forever. An idle max age (30 s by default,
+//! new samples and is avoided forever. An idle max age (5 s by default,
 //! DEFAULT_IDLE_MAX_AGE_MS; 0 turns it off) bounds that: while the replica
 //! is idle (RIF 0) samples older than it do not count, so its answer turns
 //! "unknown" and a client sends it one exploratory request, whose sample
 //! decides again. Only an idle replica needs it: with a request in flight a
-//! fresh sample is on its way. In the fleet simulation (loadbalancer tests,
-//! 48 replicas half 2x-slow, 3 clients, 80%, 60 s, 4 seeds) 2-3 slow
-//! replicas got no pick at all without it and none with 10 s or 30 s; the
-//! seed's C2 (16x-slow pair, 4 clients, 500 rps) paid 0.05% (10 s) or
-//! 0.017% (30 s) of picks on the slow pair against 0.003%, p99.9 50 ms in
-//! each. The campaign's --env sim agreed (capacity-48-ingress3-80, 2 reps:
-//! 4 and 6 slow replicas never picked off, none at 30 s; c2-hetero-open
-//! 0.01% on the slow pair, p99.9 unchanged; see loadbalancer/README.md).
+//! fresh sample is on its way. In --env sim (docs/results.md, 2026-12-06)
+//! a 30 s age left a slow group's picks max/min at 7-185 on capacity-limited
+//! heterogeneous fleets, 5 s at 2.0-2.5, p99 within 1%. An exploration
+//! costs a whole request at the replica's speed, so the balancer does not
+//! explore every 5 s a replica it remembers as far slower than the rest
+//! (prequal's SlowMemory, 30 s: C2's 16x-slow pair).
 //! Estimator::new has none; the server applies the configured age.
 //!
 //! Samples live in per-RIF-bucket ring buffers (bounded memory, O(1) record).
@@ -59,7 +57,7 @@ pub const RECENT: usize = 16;
 /// off). 30 s: see the module comment.
 /// The simulator's sim.DefaultIdleMaxAge must agree: the shared vectors'
 /// cases without `idle_max_age_ms` run at this default in both.
-pub const DEFAULT_IDLE_MAX_AGE_MS: u64 = 30_000;
+pub const DEFAULT_IDLE_MAX_AGE_MS: u64 = 5_000;
 const EXACT: u64 = 64;
 const SUB_BITS: u32 = 3;
 const NUM_BUCKETS: usize = EXACT as usize + 8 * (64 - 6) as usize;

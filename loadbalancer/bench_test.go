@@ -163,6 +163,13 @@ func BenchmarkPickCycle(b *testing.B) {
 	}
 }
 
+// slowThenUnknown answers for addr with a slow latency, then with none, so
+// prequal's slow memory is consulted (farSlower) in the measured cycle.
+func slowThenUnknown(p Policy, now time.Time, addr string) {
+	p.ProbeResult(now, addr, known(0, 500*time.Millisecond))
+	p.ProbeResult(now.Add(time.Microsecond), addr, ProbeReply{})
+}
+
 // TestSteadyState_NoAllocations: the per-request calls must not allocate.
 func TestSteadyState_NoAllocations(t *testing.T) {
 	for _, name := range Names() {
@@ -182,6 +189,7 @@ func TestSteadyState_NoAllocations(t *testing.T) {
 				p.ProbeResult(now, d, known((i+j)%9, time.Duration(5+(i+j)%13)*time.Millisecond))
 			}
 			p.ProbeFailed(now, p.Stats().Endpoints[0].Address, ProbeTimeout)
+			slowThenUnknown(p, now, p.Stats().Endpoints[0].Address)
 			p.Done(now, pk, time.Millisecond, 200)
 		}
 		for range 200 { // warm up: fill the pool and the RIF window
@@ -198,6 +206,7 @@ func TestSteadyState_NoAllocations(t *testing.T) {
 				p.ProbeResult(now, d, known((i+j)%9, time.Duration(5+(i+j)%13)*time.Millisecond))
 			}
 			p.ProbeFailed(now, addr, ProbeTimeout)
+			slowThenUnknown(p, now, addr)
 			p.Done(now, pk, time.Millisecond, 200)
 		}
 		if a := testing.AllocsPerRun(500, measured); a != 0 {

@@ -745,9 +745,9 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	case known:
 		e.latency = r.Latency
 		*m = latencyMemory{latency: r.Latency, at: clk, set: true}
-	case m.set && clk-m.at <= int64(p.cfg.LatencyMemory):
+	case m.set && p.cfg.LatencyMemory > 0 && clk-m.at <= int64(p.cfg.LatencyMemory):
 		e.latency, e.known = m.latency, true
-	case m.set && clk-m.at <= int64(p.cfg.SlowMemory) && p.farSlower(m.latency):
+	case m.set && p.cfg.SlowMemory > 0 && clk-m.at <= int64(p.cfg.SlowMemory) && p.farSlower(m.latency):
 		e.latency, e.known = m.latency, true
 		p.slowHeld++
 	}

@@ -757,6 +757,19 @@ func TestPrequal_LatencyMemory(t *testing.T) {
 	}
 }
 
+// TestPrequal_NoMemoryWhenOff: with both memories off an unknown answer is
+// unknown, even one received at the same instant as the known answer it
+// replaces (a zero duration once read as "remember for 0 s, inclusive").
+func TestPrequal_NoMemoryWhenOff(t *testing.T) {
+	p := newPrequalT(t, 4, func(c *PrequalConfig) { c.LatencyMemory, c.SlowMemory = 0, 0 })
+	fill(p, t0, map[int]ProbeReply{0: known(0, 50*time.Millisecond), 2: known(0, 50*time.Millisecond)})
+	fill(p, t0, map[int]ProbeReply{1: known(0, 800*time.Millisecond)})
+	fill(p, t0, map[int]ProbeReply{1: {RIF: 0}})
+	if p.replicas[1].latencyKnown {
+		t.Error("an unknown answer took the remembered latency with LatencyMemory and SlowMemory 0")
+	}
+}
+
 // TestPrequal_SlowMemory: an idle replica whose backend answers "unknown"
 // is explored again unless the policy remembers it as at least SlowFactor
 // times slower than the pool's fastest known replica; then its memory

@@ -191,7 +191,7 @@ pub const FLAGS: &[(&str, &str)] = &[
     ),
     (
         "latency-idle-max-age",
-        "DUR  with --latency-window 0: while idle (RIF 0), samples older than this do not count, so a replica avoided since a slow spell is explored again (default 30s; 0: off)",
+        "DUR  with --latency-window 0: while idle (RIF 0), samples older than this do not count, so a replica avoided since a slow spell is explored again (default 5s; 0: off)",
     ),
     ("seed", "N  random seed (default from the clock)"),
     (
@@ -588,6 +588,20 @@ mod tests {
         assert_eq!(age(&[]), Duration::from_secs(5));
         assert_eq!(age(&["--latency-idle-max-age", "0"]), Duration::ZERO);
         assert_eq!(age(&["--latency-idle-max-age", "0s"]), Duration::ZERO);
+    }
+
+    #[test]
+    fn usage_states_the_idle_max_age_default_in_force() {
+        let want = format!(
+            "(default {}s; 0: off)",
+            crate::estimator::DEFAULT_IDLE_MAX_AGE_MS / 1000
+        );
+        let line = usage()
+            .lines()
+            .find(|l| l.contains("--latency-idle-max-age"))
+            .map(str::to_owned)
+            .unwrap();
+        assert!(line.contains(&want), "{line:?} does not say {want:?}");
     }
 
     #[test]

@@ -130,22 +130,26 @@ type PrequalConfig struct {
 	// replica that gets little traffic (because it is slow) has its history
 	// age out and would look "unknown" again and win on RIF. 0 (the
 	// default) disables it: the backend's default estimate is recent by
-	// count and never forgets, and a memory that ignores RIF held a fast
+	// count and forgets only while idle (see SlowMemory), and a memory that
+	// ignores RIF held a fast
 	// replica's idle latency while its queue grew (64-replica fleet
 	// simulation with a 1 s window: p99 0.6 s without memory, 2.3 s with
 	// 10 s).
 	LatencyMemory time.Duration `json:"latency_memory"`
-	// SlowMemory is how long a replica's last known latency stands in when
-	// its probe reports none and that latency was at least SlowFactor times
-	// the fastest known latency in the pool. The backend's idle max age
-	// makes an idle replica answer "unknown" so that it is explored again;
+	// SlowMemory is how long, from its last known answer, a replica's last
+	// known latency stands in when its probe reports none, if that latency
+	// was learned idle (RIF <= 1) and was at least SlowFactor times the
+	// median of the pool's fresh answers. The backend's idle max age makes
+	// an idle replica answer "unknown" so that it is explored again;
 	// exploring a replica far slower than the fleet costs a whole slow
-	// request (C2's 16x pair, p99.9) and is done at most this often, while
-	// one only somewhat slower is explored at the backend's pace. 0
-	// disables it.
+	// request (C2's 16x pair, p99.9) and happens about once per SlowMemory
+	// plus the backend's age, while one only somewhat slower is explored at
+	// the backend's pace. 0 disables it.
 	SlowMemory time.Duration `json:"slow_memory"`
-	// SlowFactor is how many times the pool's fastest known latency a
-	// remembered latency must be for SlowMemory to hold it.
+	// SlowFactor is how many times the median of the pool's fresh answers
+	// a remembered latency must be for SlowMemory to hold it. 6: C2's pair
+	// is 16x; at 4 a 3x-slow group with wide service times (N(mu, mu))
+	// had one replica held (picks max/min 110 in sim, against 4.9 at 6).
 	SlowFactor float64 `json:"slow_factor"`
 	// LatencyTolerance makes cold probes whose latencies are within this
 	// fraction of the fastest one's a tie, broken by the lower RIF, then at
@@ -192,7 +196,7 @@ func DefaultConfig() Config {
 			MaxReuse:          16,
 			LatencyMemory:     0,
 			SlowMemory:        30 * time.Second,
-			SlowFactor:        4,
+			SlowFactor:        6,
 			LatencyTolerance:  0.05,
 			ReuseLatency:      1,
 		},

@@ -37,8 +37,14 @@ import (
 //     replica that gets little traffic sees its history age out and would
 //     otherwise look "unknown" and win on RIF again and again (the seed's
 //     C2 with a 1 s window: 1.9% of requests to the 16x-slow pair). The
-//     backend's default estimate is recent by count and never ages out,
-//     so the memory is not needed there (see LatencyMemory).
+//     backend's default estimate is recent by count and ages out only
+//     while the replica is idle (5 s), so the memory is not needed there
+//     (see LatencyMemory).
+//   - Slow memory (30 s). That idle age makes an idle replica "unknown"
+//     every 5 s so that it is explored again; a replica remembered as at
+//     least SlowFactor (6) times the median of fresh answers keeps its
+//     memory for SlowMemory instead, because each exploration costs a
+//     whole request at its speed (C2's 16x pair; see SlowMemory).
 //   - Eq. 1 just past its pole. Where the denominator (1 − m/n)·r_probe −
 //     r_remove is <= 0 (at the defaults n <= 24) the paper's own max{1, ·}
 //     gives 1 (§4, read literally). Just past the pole the budget rises by
@@ -125,6 +131,9 @@ type probeEntry struct {
 	uses     int32
 	budget   int32 // reuse budget, drawn at first use; 0 until then
 	known    bool
+	// remembered: the latency is a memory standing in for an unknown
+	// answer, not the replica's current estimate.
+	remembered bool
 }
 
 // replicaState is what the policy keeps per endpoint besides its pool entry.
@@ -147,11 +156,15 @@ type replicaState struct {
 	probeSent int64 // clock reading when the probe in flight was planned
 }
 
-// latencyMemory is an endpoint's last known latency and when it was learned.
+// latencyMemory is an endpoint's last known latency, when and at what RIF
+// it was learned, and whether slow memory holds it (see holdSlow).
 type latencyMemory struct {
 	latency time.Duration
 	at      int64 // receipt clock; valid only when set
+	rif     int32
 	set     bool
+	// decided: holdSlow has judged this memory; held is its verdict.
+	decided, held bool
 }
 
 var _ Policy = (*prequal)(nil)
@@ -744,11 +757,11 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	switch {
 	case known:
 		e.latency = r.Latency
-		*m = latencyMemory{latency: r.Latency, at: clk, set: true}
+		*m = latencyMemory{latency: r.Latency, at: clk, rif: int32(rif), set: true}
 	case m.set && p.cfg.LatencyMemory > 0 && clk-m.at <= int64(p.cfg.LatencyMemory):
-		e.latency, e.known = m.latency, true
-	case m.set && p.cfg.SlowMemory > 0 && clk-m.at <= int64(p.cfg.SlowMemory) && p.farSlower(m.latency):
-		e.latency, e.known = m.latency, true
+		e.latency, e.known, e.remembered = m.latency, true, true
+	case p.holdSlow(m, clk):
+		e.latency, e.known, e.remembered = m.latency, true, true
 		p.slowHeld++
 	}
 	rs.latencyKnown = e.known
@@ -769,15 +782,36 @@ func (p *prequal) ProbeResult(now time.Time, endpoint string, r ProbeReply) {
 	p.pool[i] = e
 }
 
+// holdSlow reports whether slow memory answers for a replica whose probe
+// reported no latency: its memory is younger than SlowMemory, was learned
+// idle (RIF <= 1: a latency learned busy says how long its queue was, not
+// how slow it is), and was far slower than the pool when first asked. The
+// answer is kept until the next known answer: decided afresh on every
+// unknown answer (dozens a second), one reading of the median below the
+// factor released an exploration, and with 4 of 16 replicas 16x slow that
+// was about every 5 s (p99.9 801 ms in sim, against 51 ms without the
+// memory and a 30 s idle age).
+func (p *prequal) holdSlow(m *latencyMemory, clk int64) bool {
+	if !m.set || p.cfg.SlowMemory <= 0 || clk-m.at > int64(p.cfg.SlowMemory) || m.rif > 1 {
+		return false
+	}
+	if !m.decided {
+		m.held, m.decided = p.farSlower(m.latency), true
+	}
+	return m.held
+}
+
 // farSlower reports whether latency is at least SlowFactor times the
-// median known latency in the pool (false with none known). The median, not
-// the fastest: one replica that read low would make the whole slower part
-// of a heterogeneous fleet "far slower" (hetero16-70's slow group held at
+// median latency the pool knows from fresh answers of replicas that are
+// not averse (false with none). Remembered latencies are left out: held
+// slow replicas would otherwise pull the median up. The median, not the
+// fastest: one replica that read low would make the whole slower part of
+// a heterogeneous fleet "far slower" (hetero16-70's slow group held at
 // max/min 3.4 against the fastest, in --env sim).
 func (p *prequal) farSlower(latency time.Duration) bool {
 	known := p.latScratch[:0]
 	for i := range p.pool {
-		if e := &p.pool[i]; e.known {
+		if e := &p.pool[i]; e.known && !e.remembered && !p.averse(int(e.ep)) {
 			known = append(known, e.latency)
 		}
 	}

@@ -771,39 +771,108 @@ func TestPrequal_NoMemoryWhenOff(t *testing.T) {
 }
 
 // TestPrequal_SlowMemory: an idle replica whose backend answers "unknown"
-// is explored again unless the policy remembers it as at least SlowFactor
-// times slower than the pool's fastest known replica; then its memory
-// stands in until SlowMemory has passed since it was learned.
+// is explored again unless the policy remembers it, learned idle, as at
+// least SlowFactor times slower than the median of the pool's fresh
+// answers; then its memory stands in until SlowMemory has passed since it
+// was learned, whatever the pool reads in between.
 func TestPrequal_SlowMemory(t *testing.T) {
 	ms := time.Millisecond
 	unknown := ProbeReply{RIF: 0}
-	p := newPrequalT(t, 4, func(c *PrequalConfig) {
+	p := newPrequalT(t, 5, func(c *PrequalConfig) {
 		c.QRIF = 1
 		c.RemovePerQuery = 0
 		c.SlowMemory = 10 * time.Second
 	})
-	// Replica 1 was 16x slower than replica 0, replica 2 only 2x.
-	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms), 2: known(0, 100*ms)})
+	// Replica 1 was 16x slower than replica 0, replica 2 only 2x, replica
+	// 3 16x but busy (RIF 3) when last heard.
+	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms), 2: known(0, 100*ms), 3: known(3, 800*ms)})
 	now := t0.Add(500 * ms)
-	fill(p, now, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown, 2: unknown})
-	if st := &p.replicas[1]; !st.latencyKnown {
+	fill(p, now, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown, 2: unknown, 3: unknown})
+	if !p.replicas[1].latencyKnown {
 		t.Fatal("the 16x-slow replica's unknown answer was not held by its memory")
 	}
-	if st := &p.replicas[2]; st.latencyKnown {
+	if p.replicas[2].latencyKnown {
 		t.Fatal("the 2x-slow replica's unknown answer was held: it would not be explored")
 	}
-	if pk := mustPick(t, p, now, newRNG()); p.byAddr[pk.Endpoint] != 2 {
-		t.Fatalf("picked %s, want the 2x-slow replica explored (unknown, idle)", pk.Endpoint)
+	if p.replicas[3].latencyKnown {
+		t.Fatal("a latency learned at RIF 3 (a queue, not a slow replica) was held")
 	}
 	if got := p.slowHeld; got != 1 {
 		t.Errorf("slowHeld = %d, want 1", got)
 	}
 
-	// Past SlowMemory the 16x-slow replica is explored too.
+	// Held answers neither renew the memory nor are judged again: a pool
+	// that now reads as slow as the replica does not release it early.
+	for i := range 4 {
+		at := t0.Add(time.Duration(2+2*i) * time.Second)
+		fill(p, at, map[int]ProbeReply{0: known(0, 700*ms), 4: known(0, 700*ms), 1: unknown})
+		if !p.replicas[1].latencyKnown {
+			t.Fatalf("at %v the held replica was released before SlowMemory", at.Sub(t0))
+		}
+	}
+
+	// Past SlowMemory from the last known answer it is explored.
 	later := t0.Add(p.cfg.SlowMemory + time.Second)
 	fill(p, later, map[int]ProbeReply{0: known(2, 50*ms), 1: unknown})
+	if p.replicas[1].latencyKnown {
+		t.Fatal("an expired slow memory still held the replica (held answers renewed it)")
+	}
 	if pk := mustPick(t, p, later, newRNG()); p.byAddr[pk.Endpoint] != 1 {
-		t.Fatalf("picked %s: an expired slow memory still hid the replica", pk.Endpoint)
+		t.Fatalf("picked %s: want the expired, idle, unknown replica explored", pk.Endpoint)
+	}
+}
+
+// TestPrequal_SlowMemoryReference: the yardstick is the median of fresh,
+// non-averse answers. Against the fastest, a replica 2x the fleet is held
+// when one replica reads low; counting held memories, four slow replicas
+// of a small pool pull the median up until none is held.
+func TestPrequal_SlowMemoryReference(t *testing.T) {
+	ms := time.Millisecond
+	unknown := ProbeReply{RIF: 0}
+	mk := func() *prequal {
+		return newPrequalT(t, 6, func(c *PrequalConfig) { c.QRIF, c.RemovePerQuery, c.SlowMemory = 1, 0, 10*time.Second })
+	}
+
+	p := mk()
+	fill(p, t0, map[int]ProbeReply{1: known(0, 100*ms)})
+	fill(p, t0.Add(ms), map[int]ProbeReply{0: known(0, 10*ms), 2: known(0, 50*ms), 3: known(0, 50*ms)})
+	fill(p, t0.Add(2*ms), map[int]ProbeReply{1: unknown})
+	if p.replicas[1].latencyKnown {
+		t.Error("a replica 2x the median (10x the fastest) was held")
+	}
+
+	p = mk()
+	// The slow replicas' known answers age out of the pool (MaxAge 1 s);
+	// their memories stay.
+	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms), 2: known(0, 800*ms), 3: known(0, 800*ms), 4: known(0, 800*ms)})
+	next := t0.Add(1500 * ms)
+	fill(p, next, map[int]ProbeReply{0: known(0, 50*ms), 5: known(0, 50*ms)})
+	for _, i := range []int{2, 3, 4, 1} {
+		next = next.Add(ms)
+		fill(p, next, map[int]ProbeReply{i: unknown})
+	}
+	for i := 1; i <= 4; i++ {
+		if !p.replicas[i].latencyKnown {
+			t.Errorf("slow replica %d not held: held memories counted in the median", i)
+		}
+	}
+
+	p = mk()
+	fill(p, t0, map[int]ProbeReply{1: known(0, 400*ms)})
+	for range 10 { // replicas 2-4 fail every request: averse
+		for i := 2; i <= 4; i++ {
+			p.Done(t0, Picked{Endpoint: p.eps[i].addr}, ms, 500)
+		}
+	}
+	fill(p, t0.Add(ms), map[int]ProbeReply{0: known(0, 200*ms), 2: known(0, ms), 3: known(0, ms), 4: known(0, ms)})
+	for i := 2; i <= 4; i++ {
+		if !p.averse(i) {
+			t.Fatalf("replica %d not averse after 10 failures", i)
+		}
+	}
+	fill(p, t0.Add(2*ms), map[int]ProbeReply{1: unknown})
+	if p.replicas[1].latencyKnown {
+		t.Error("a replica 2x the healthy one was held: fail-fast replicas' 1 ms answers counted in the median")
 	}
 }
 

@@ -91,7 +91,7 @@ func TestParams_DefaultsMatchDefaultConfig(t *testing.T) {
 			t.Errorf("%s has no doc", p.Name)
 		}
 	}
-	want := map[string]string{"probes": "3", "remove": "1", "qrif": "0.8408964152537146", "pool": "16", "maxage": "1s", "reuse": "16", "tol": "0.05", "reuselat": "1", "slowmem": "30s", "slowx": "4"}
+	want := map[string]string{"probes": "3", "remove": "1", "qrif": "0.8408964152537146", "pool": "16", "maxage": "1s", "reuse": "16", "tol": "0.05", "reuselat": "1", "slowmem": "30s", "slowx": "6"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Params(prequal) defaults (-want +got):\n%s", diff)
 	}

@@ -35,7 +35,7 @@ const (
 // DefaultIdleMaxAge is the backend's default --latency-idle-max-age
 // (backend/src/estimator.rs DEFAULT_IDLE_MAX_AGE_MS; the shared vectors
 // check that the two agree). 5 s spreads a slow group's picks evenly (max/min
-// 2.0-2.5, against 7-185 at 30 s); the balancer's SlowMemory keeps replicas
+// 2.1-2.5 on capacity-limited fleets, against 7-185 at 30 s); the balancer's SlowMemory keeps replicas
 // far slower than the rest from being explored that often (docs/results.md,
 // 2026-12-06).
 const DefaultIdleMaxAge = 5 * time.Second

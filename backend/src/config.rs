@@ -52,7 +52,7 @@ pub struct Config {
     pub work_fault: WorkFault,
     pub latency_window: Duration,
     /// With latency_window 0: at RIF 0, samples older than this do not
-    /// count (ZERO: off; default 30 s). See estimator.rs.
+    /// count (ZERO: off; default 5 s). See estimator.rs.
     pub latency_idle_max_age: Duration,
     pub seed: u64,
     /// From a request's first byte to its last (else 408 and close).

@@ -29,7 +29,7 @@
 //! decides again. Only an idle replica needs it: with a request in flight a
 //! fresh sample is on its way. In --env sim (docs/results.md, 2026-12-06)
 //! a 30 s age left a slow group's picks max/min at 7-185 on capacity-limited
-//! heterogeneous fleets, 5 s at 2.0-2.5, p99 within 1%. An exploration
+//! heterogeneous fleets, 5 s at 2.1-2.5, p99 within 1%. An exploration
 //! costs a whole request at the replica's speed, so the balancer does not
 //! explore every 5 s a replica it remembers as far slower than the rest
 //! (prequal's SlowMemory, 30 s: C2's 16x-slow pair).
@@ -51,13 +51,13 @@ pub const RING: usize = 64;
 pub const MIN_SAMPLES: usize = 5;
 /// Without a time window, each bucket contributes its newest RECENT samples.
 pub const RECENT: usize = 16;
-/// RIF values below this have a bucket each; above it, buckets are
-/// geometric (8 per power of two).
 /// The default idle max age (`--latency-idle-max-age`), in ms (0 would be
-/// off). 30 s: see the module comment.
+/// off). 5 s: see the module comment.
 /// The simulator's sim.DefaultIdleMaxAge must agree: the shared vectors'
 /// cases without `idle_max_age_ms` run at this default in both.
 pub const DEFAULT_IDLE_MAX_AGE_MS: u64 = 5_000;
+/// RIF values below this have a bucket each; above it, buckets are
+/// geometric (8 per power of two).
 const EXACT: u64 = 64;
 const SUB_BITS: u32 = 3;
 const NUM_BUCKETS: usize = EXACT as usize + 8 * (64 - 6) as usize;

@@ -310,23 +310,9 @@ func TestPrequal_IdleMaxAgeEndsStarvation(t *testing.T) {
 	for i := range gs {
 		gs[i].LatencyIdleMaxAge = 30 * time.Second
 	}
-	w, err := New(Config{
-		Seed: 1, Clients: 3, Algorithm: loadbalancer.NamePrequal, Policy: loadbalancer.DefaultConfig(),
-		Network: Network{Delay: 500 * time.Microsecond}, Routes: []Route{{Name: "r", Groups: gs}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := map[string]uint64{}
-	l := Load{Open: []Phase{{Kind: KindConstant, Duration: 45 * time.Second, Rate: 0.8 * capacity}}, Timeout: 10 * time.Second,
-		Targets: evenTargets(3), Seed: 1, Warmup: 3 * time.Second, WarmupRate: 0.8 * capacity}
-	l.OnWindowStart = func() { before = picksBy(w) }
-	if _, err := w.Run(t.Context(), l); err != nil {
-		t.Fatal(err)
-	}
-	after := picksBy(w)
-	for _, e := range w.Endpoints() {
-		if after[e.Address]-before[e.Address] == 0 {
+	picks, eps := windowPicks(t, gs, capacity)
+	for _, e := range eps {
+		if picks[e.Address] == 0 {
 			t.Errorf("replica %s got no pick in the window: starved", e.Address)
 		}
 	}
@@ -339,6 +325,24 @@ func TestPrequal_IdleMaxAgeEndsStarvation(t *testing.T) {
 // left max/min near 185 in --env sim (capacity-48-ingress3-80).
 func TestPrequal_DefaultIdleMaxAgeSpreadsASlowGroup(t *testing.T) {
 	gs, capacity := halfSlow(48, 2, 50*time.Millisecond)
+	picks, eps := windowPicks(t, gs, capacity)
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for _, e := range eps {
+		if e.Group != "slow" {
+			continue
+		}
+		lo, hi = min(lo, picks[e.Address]), max(hi, picks[e.Address])
+	}
+	t.Logf("slow group picks: min %d, max %d", lo, hi)
+	if lo == 0 || hi > 4*lo {
+		t.Errorf("slow group picks max %d, min %d: want max/min <= 4", hi, lo)
+	}
+}
+
+// windowPicks runs prequal behind 3 clients at 80% of capacity for 45 s
+// (3 s warm-up) and returns each replica's picks in the window.
+func windowPicks(t *testing.T, gs []Group, capacity float64) (map[string]uint64, []Endpoint) {
+	t.Helper()
 	w, err := New(Config{
 		Seed: 1, Clients: 3, Algorithm: loadbalancer.NamePrequal, Policy: loadbalancer.DefaultConfig(),
 		Network: Network{Delay: 500 * time.Microsecond}, Routes: []Route{{Name: "r", Groups: gs}},
@@ -353,19 +357,11 @@ func TestPrequal_DefaultIdleMaxAgeSpreadsASlowGroup(t *testing.T) {
 	if _, err := w.Run(t.Context(), l); err != nil {
 		t.Fatal(err)
 	}
-	after := picksBy(w)
-	lo, hi := uint64(math.MaxUint64), uint64(0)
-	for _, e := range w.Endpoints() {
-		if e.Group != "slow" {
-			continue
-		}
-		n := after[e.Address] - before[e.Address]
-		lo, hi = min(lo, n), max(hi, n)
+	picks := picksBy(w)
+	for a := range picks {
+		picks[a] -= before[a]
 	}
-	t.Logf("slow group picks: min %d, max %d", lo, hi)
-	if lo == 0 || hi > 4*lo {
-		t.Errorf("slow group picks max %d, min %d: want max/min <= 4", hi, lo)
-	}
+	return picks, w.Endpoints()
 }
 
 // TestPrequal_NoCollapseAtOneProbePerQuery: the paper's probe-rate sweep

@@ -41,8 +41,9 @@ import (
 //     while the replica is idle (5 s), so the memory is not needed there
 //     (see LatencyMemory).
 //   - Slow memory (30 s). That idle age makes an idle replica "unknown"
-//     every 5 s so that it is explored again; a replica remembered as at
-//     least SlowFactor (6) times the median of fresh answers keeps its
+//     every 5 s so that it is explored again; a replica remembered, from
+//     an idle answer, as at least SlowFactor (6) times the median of
+//     fresh answers keeps its
 //     memory for SlowMemory instead, because each exploration costs a
 //     whole request at its speed (C2's 16x pair; see SlowMemory).
 //   - Eq. 1 just past its pole. Where the denominator (1 − m/n)·r_probe −
@@ -796,19 +797,23 @@ func (p *prequal) holdSlow(m *latencyMemory, clk int64) bool {
 		return false
 	}
 	if !m.decided {
-		m.held, m.decided = p.farSlower(m.latency), true
+		held, judged := p.farSlower(m.latency)
+		if !judged {
+			return false // nothing fresh to compare with: ask again next time
+		}
+		m.held, m.decided = held, true
 	}
 	return m.held
 }
 
 // farSlower reports whether latency is at least SlowFactor times the
-// median latency the pool knows from fresh answers of replicas that are
-// not averse (false with none). Remembered latencies are left out: held
+// (upper) median latency the pool knows from fresh answers of replicas
+// that are not averse; judged is false when there is none. Remembered latencies are left out: held
 // slow replicas would otherwise pull the median up. The median, not the
 // fastest: one replica that read low would make the whole slower part of
 // a heterogeneous fleet "far slower" (hetero16-70's slow group held at
 // max/min 3.4 against the fastest, in --env sim).
-func (p *prequal) farSlower(latency time.Duration) bool {
+func (p *prequal) farSlower(latency time.Duration) (held, judged bool) {
 	known := p.latScratch[:0]
 	for i := range p.pool {
 		if e := &p.pool[i]; e.known && !e.remembered && !p.averse(int(e.ep)) {
@@ -817,11 +822,11 @@ func (p *prequal) farSlower(latency time.Duration) bool {
 	}
 	p.latScratch = known[:0]
 	if len(known) == 0 {
-		return false
+		return false, false
 	}
 	slices.Sort(known)
 	median := known[len(known)/2]
-	return median > 0 && float64(latency) >= p.cfg.SlowFactor*float64(median)
+	return median > 0 && float64(latency) >= p.cfg.SlowFactor*float64(median), true
 }
 
 // ProbeFailed counts a failed probe. The replica's pool entry, if any, stays

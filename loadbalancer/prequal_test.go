@@ -857,6 +857,20 @@ func TestPrequal_SlowMemoryReference(t *testing.T) {
 		}
 	}
 
+	// With no fresh answer to compare with nothing is decided: the next
+	// unknown answer, once the pool has one, is judged.
+	p = mk()
+	fill(p, t0, map[int]ProbeReply{1: known(0, 800*ms)})
+	fill(p, t0.Add(1500*ms), map[int]ProbeReply{1: unknown})
+	if p.replicas[1].latencyKnown {
+		t.Error("held with nothing fresh in the pool to compare with")
+	}
+	fill(p, t0.Add(1600*ms), map[int]ProbeReply{0: known(0, 50*ms)})
+	fill(p, t0.Add(1700*ms), map[int]ProbeReply{1: unknown})
+	if !p.replicas[1].latencyKnown {
+		t.Error("a verdict taken with an empty reference was kept: the 16x-slow replica was not held")
+	}
+
 	p = mk()
 	fill(p, t0, map[int]ProbeReply{1: known(0, 400*ms)})
 	for range 10 { // replicas 2-4 fail every request: averse

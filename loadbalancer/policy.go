@@ -203,6 +203,10 @@ type Stats struct {
 	// ReusedPicks counts picks made on a probe already used for a pick
 	// (a pool policy's reuse in practice, under its budget).
 	ReusedPicks uint64 `json:"reused_picks,omitempty"`
+	// SlowHeld counts probe answers with no latency that slow memory
+	// answered with a replica's remembered, far slower latency
+	// (PrequalConfig.SlowMemory): how often an exploration was withheld.
+	SlowHeld uint64 `json:"slow_held,omitempty"`
 }
 
 // EndpointStats are per-endpoint counters.

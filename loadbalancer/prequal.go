@@ -42,10 +42,10 @@ import (
 //     (see LatencyMemory).
 //   - Slow memory (30 s). That idle age makes an idle replica "unknown"
 //     every 5 s so that it is explored again; a replica remembered, from
-//     an idle answer, as at least SlowFactor (6) times the median of
-//     fresh answers keeps its
-//     memory for SlowMemory instead, because each exploration costs a
-//     whole request at its speed (C2's 16x pair; see SlowMemory).
+//     an idle answer, as at least SlowFactor (6) times the median of fresh
+//     answers keeps its memory for SlowMemory instead, because each
+//     exploration costs a whole request at its speed (C2's 16x pair; see
+//     SlowMemory).
 //   - Eq. 1 just past its pole. Where the denominator (1 − m/n)·r_probe −
 //     r_remove is <= 0 (at the defaults n <= 24) the paper's own max{1, ·}
 //     gives 1 (§4, read literally). Just past the pole the budget rises by
@@ -808,8 +808,9 @@ func (p *prequal) holdSlow(m *latencyMemory, clk int64) bool {
 
 // farSlower reports whether latency is at least SlowFactor times the
 // (upper) median latency the pool knows from fresh answers of replicas
-// that are not averse; judged is false when there is none. Remembered latencies are left out: held
-// slow replicas would otherwise pull the median up. The median, not the
+// that are not averse; judged is false when there is none. Remembered
+// latencies are left out: held slow replicas would otherwise pull the
+// median up. The median, not the
 // fastest: one replica that read low would make the whole slower part of
 // a heterogeneous fleet "far slower" (hetero16-70's slow group held at
 // max/min 3.4 against the fastest, in --env sim).
@@ -874,5 +875,6 @@ func (p *prequal) Stats() Stats {
 	s.StaleAnswers = p.stale
 	s.ProbesCoalesced = p.coalesced
 	s.ReusedPicks = p.reusedPicks
+	s.SlowHeld = p.slowHeld
 	return s
 }

@@ -797,8 +797,8 @@ func TestPrequal_SlowMemory(t *testing.T) {
 	if p.replicas[3].latencyKnown {
 		t.Fatal("a latency learned at RIF 3 (a queue, not a slow replica) was held")
 	}
-	if got := p.slowHeld; got != 1 {
-		t.Errorf("slowHeld = %d, want 1", got)
+	if got := p.Stats().SlowHeld; got != 1 {
+		t.Errorf("Stats().SlowHeld = %d, want 1", got)
 	}
 
 	// Held answers neither renew the memory nor are judged again: a pool

@@ -386,6 +386,9 @@ type HealthResult struct {
 	// already used (reuse in practice, under the budget).
 	ProbesCoalesced uint64 `json:"probes_coalesced,omitempty"`
 	ReusedPicks     uint64 `json:"reused_picks,omitempty"`
+	// SlowHeld counts unknown-latency answers that slow memory answered
+	// with a remembered, far slower latency: explorations withheld.
+	SlowHeld uint64 `json:"slow_held,omitempty"`
 }
 
 // Counter is one named count.
@@ -713,6 +716,7 @@ type windowDelta struct {
 	queueDepth                   int
 	counterReset                 bool
 	stale, coalesced, reused     uint64
+	slowHeld                     uint64
 	// reuseMin and reuseMax bound the reuse budget at the window's end
 	// (both 0 when no route reports one).
 	reuseMin, reuseMax float64
@@ -753,6 +757,7 @@ func delta(before, after []adminapi.State) windowDelta {
 			d.stale += sub(as.StaleAnswers, ps.StaleAnswers, &d.counterReset)
 			d.coalesced += sub(as.ProbesCoalesced, ps.ProbesCoalesced, &d.counterReset)
 			d.reused += sub(as.ReusedPicks, ps.ReusedPicks, &d.counterReset)
+			d.slowHeld += sub(as.SlowHeld, ps.SlowHeld, &d.counterReset)
 			if b := as.ReuseBudget; b > 0 {
 				if d.reuseMin == 0 || b < d.reuseMin {
 					d.reuseMin = b
@@ -822,6 +827,7 @@ func selection(alg string, runs []*runData, groups map[string]string, c *artifac
 		h.StaleAnswers += d.stale
 		h.ProbesCoalesced += d.coalesced
 		h.ReusedPicks += d.reused
+		h.SlowHeld += d.slowHeld
 		if d.reuseMax > 0 {
 			if h.ReuseBudgetMin == 0 || d.reuseMin < h.ReuseBudgetMin {
 				h.ReuseBudgetMin = d.reuseMin

@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// The probe-and-pool table shows probes coalesced and reused picks only
-// when some policy counted them, so reports of older artifacts (which
-// have neither) render as they did.
+// The probe-and-pool table shows probes coalesced, reused picks and slow
+// held answers only when some policy counted them, so reports of older
+// artifacts (which have none of them) render as they did.
 func TestWriteHealth_NewerColumnsOnlyWhenCounted(t *testing.T) {
 	t.Parallel()
 	a := &Analysis{Health: []HealthResult{
@@ -16,14 +16,14 @@ func TestWriteHealth_NewerColumnsOnlyWhenCounted(t *testing.T) {
 	}}
 	var old strings.Builder
 	writeHealth(&old, a)
-	if s := old.String(); strings.Contains(s, "coalesced") || strings.Contains(s, "reused") {
+	if s := old.String(); strings.Contains(s, "coalesced") || strings.Contains(s, "reused") || strings.Contains(s, "held") {
 		t.Errorf("columns without counts:\n%s", s)
 	}
-	a.Health[0].ProbesCoalesced, a.Health[0].ReusedPicks = 42, 10
+	a.Health[0].ProbesCoalesced, a.Health[0].ReusedPicks, a.Health[0].SlowHeld = 42, 10, 7
 	var b strings.Builder
 	writeHealth(&b, a)
 	s := b.String()
-	for _, want := range []string{"probes coalesced", "reused picks", " 42 |", " 10 (1.00%) |", "Probes coalesced were owed but not sent"} {
+	for _, want := range []string{"probes coalesced", "reused picks", " 42 |", " 10 (1.00%) |", "slow held", " 7 |", "Probes coalesced were owed but not sent"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
 		}

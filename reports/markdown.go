@@ -514,10 +514,11 @@ func writeHealth(w io.Writer, a *Analysis) {
 	}
 	// Columns newer than the schema's first reports appear only when some
 	// policy counted them, so reports of older artifacts stay as they were.
-	var coalesced, reused bool
+	var coalesced, reused, slowHeld bool
 	for _, h := range a.Health {
 		coalesced = coalesced || h.ProbesCoalesced > 0
 		reused = reused || h.ReusedPicks > 0
+		slowHeld = slowHeld || h.SlowHeld > 0
 	}
 	fmt.Fprintf(w, "Counter deltas over the measured windows, summed over runs and ingress replicas. Pool size is at the end of "+
 		"the window (summed over routes, averaged over replicas; median across runs). Reuse budget is Prequal's b_reuse "+
@@ -528,6 +529,9 @@ func writeHealth(w io.Writer, a *Analysis) {
 	}
 	if reused {
 		fmt.Fprintf(w, " Reused picks went to a probe already used for a pick (share of picks).")
+	}
+	if slowHeld {
+		fmt.Fprintf(w, " Slow held are answers with no latency that slow memory answered with a replica's remembered, far slower latency (explorations withheld).")
 	}
 	fmt.Fprintf(w, "\n\n")
 	var rows [][]string
@@ -553,6 +557,9 @@ func writeHealth(w io.Writer, a *Analysis) {
 	if reused {
 		header = append(header, "reused picks")
 	}
+	if slowHeld {
+		header = append(header, "slow held")
+	}
 	header = append(header, "pool size", "queue depth (max)", "pool removals")
 	rows = nil
 	for _, h := range a.Health {
@@ -577,6 +584,9 @@ func writeHealth(w io.Writer, a *Analysis) {
 		}
 		if reused {
 			row = append(row, fmt.Sprintf("%d (%s)", h.ReusedPicks, fmtPct(float64(h.ReusedPicks)/float64(max(h.Picks, 1)))))
+		}
+		if slowHeld {
+			row = append(row, fmt.Sprintf("%d", h.SlowHeld))
 		}
 		row = append(row, fmtFloat(float64(h.PoolSize)), fmt.Sprintf("%d", h.ProbeQueueDepth), strings.Join(rem, ", "))
 		rows = append(rows, row)

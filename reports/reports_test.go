@@ -270,8 +270,11 @@ func TestAnalyze_NumbersAndSignificance(t *testing.T) {
 	if h := a.Health[0]; h.ReuseBudgetMin != 1 || h.ReuseBudgetMax != 1.5 || h.StaleAnswers == 0 {
 		t.Errorf("prequal reuse budget %v–%v, superseded answers %d; want 1–1.5 and some", h.ReuseBudgetMin, h.ReuseBudgetMax, h.StaleAnswers)
 	}
-	if h := a.Health[1]; h.ReuseBudgetMax != 0 || h.StaleAnswers != 0 {
-		t.Errorf("round-robin reuse budget %v, superseded answers %d; want none", h.ReuseBudgetMax, h.StaleAnswers)
+	if h := a.Health[0]; h.SlowHeld == 0 {
+		t.Errorf("prequal slow held = 0, want the window's delta")
+	}
+	if h := a.Health[1]; h.ReuseBudgetMax != 0 || h.StaleAnswers != 0 || h.SlowHeld != 0 {
+		t.Errorf("round-robin reuse budget %v, superseded answers %d, slow held %d; want none", h.ReuseBudgetMax, h.StaleAnswers, h.SlowHeld)
 	}
 }
 

@@ -363,9 +363,11 @@ func snapshots(s Spec, c artifacts.Campaign, alg string, prof Profile, total uin
 				st.HotPicks, st.ColdPicks = picks/10, picks-picks/10-picks/200
 				st.Fallbacks = picks / 200
 				st.PoolSize = 12 + r
-				// Replicas in different regimes of Eq. 1, and a few stale answers.
+				// Replicas in different regimes of Eq. 1, and a few stale
+				// answers and slow-held ones.
 				st.ReuseBudget = 1 + float64(r)/2
 				st.StaleAnswers = picks / 1000
+				st.SlowHeld = picks / 500
 				st.PoolRemovals = map[string]uint64{"reuse": picks, "age": picks / 50}
 			}
 			return adminapi.State{Routes: []adminapi.RouteState{{Key: "bench", Host: "bench.local", Path: "/", PathType: "Prefix",

@@ -165,6 +165,15 @@ type PrequalConfig struct {
 	// ideally raise the latency too; 0 is the paper's rule, 1 (the
 	// default) adds one request's worth (see the compensation in Pick).
 	ReuseLatency float64 `json:"reuse_latency"`
+	// ColdRIFWeight w ranks cold probes by latency·(1 + w·RIF) instead of
+	// latency. The paper's rule (0) sends each request where it will be
+	// fastest and ignores the delay it adds to the requests queued behind
+	// it: on capacity-limited heterogeneous fleets the fast group runs
+	// queued until its latency meets the slow group's, and the median
+	// rises (p50 1.1-1.5x least-request's in sim). For an M/M/1 queue the
+	// cost of one more arrival to everyone is the latency times (1 + queue
+	// length), which w = 1 ranks by.
+	ColdRIFWeight float64 `json:"cold_rif_weight,omitempty"`
 }
 
 // PeakEWMAConfig holds the Linkerd/Finagle peak-EWMA baseline's knobs.
@@ -225,6 +234,7 @@ const (
 	maxChoices        = 100
 	maxSyncProbes     = 64
 	maxReuseLatency   = 100
+	maxColdRIFWeight  = 100
 	maxSlowFactor     = 1000
 )
 
@@ -252,6 +262,9 @@ func (c Config) Validate() error {
 	}
 	if !(p.QRIF >= 0 && p.QRIF <= 1) {
 		bad("Prequal.QRIF", "in [0, 1]", p.QRIF)
+	}
+	if !(p.ColdRIFWeight >= 0 && p.ColdRIFWeight <= maxColdRIFWeight) {
+		bad("Prequal.ColdRIFWeight", fmt.Sprintf("in [0, %d]", maxColdRIFWeight), p.ColdRIFWeight)
 	}
 	if !(p.LatencyTolerance >= 0 && p.LatencyTolerance <= 1) {
 		bad("Prequal.LatencyTolerance", "in [0, 1]", p.LatencyTolerance)

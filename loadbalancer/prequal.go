@@ -459,11 +459,17 @@ func (p *prequal) category(e *probeEntry, thr int32) int {
 	return catUnknown
 }
 
-func rankKey(e *probeEntry, cat int) int64 {
-	if cat == catCold {
-		return int64(e.latency)
+// rankKey is an entry's key within its category, lowest first: a cold
+// probe's latency (times 1 + ColdRIFWeight·RIF when that is set), else its
+// RIF.
+func (p *prequal) rankKey(e *probeEntry, cat int) int64 {
+	if cat != catCold {
+		return int64(e.rif)
 	}
-	return int64(e.rif)
+	if w := p.cfg.ColdRIFWeight; w > 0 {
+		return int64(float64(e.latency) * (1 + w*float64(e.rif)))
+	}
+	return int64(e.latency)
 }
 
 // choose applies HCL to the pool and returns the chosen entry's index and
@@ -478,7 +484,7 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 		e := &p.pool[i]
 		c := p.category(e, thr)
 		cats[i] = uint8(c)
-		k := rankKey(e, c)
+		k := p.rankKey(e, c)
 		if ties[c] == 0 || k < best[c] {
 			best[c], ties[c] = k, 1
 		} else if k == best[c] {
@@ -518,7 +524,7 @@ func (p *prequal) nearFastest(limit int64, rng *rand.Rand) int {
 	ties := 0
 	for i := range p.pool {
 		e := &p.pool[i]
-		if p.cats[i] != catCold || int64(e.latency) > limit {
+		if p.cats[i] != catCold || p.rankKey(e, catCold) > limit {
 			continue
 		}
 		switch {
@@ -534,7 +540,7 @@ func (p *prequal) nearFastest(limit int64, rng *rand.Rand) int {
 	}
 	for i := range p.pool {
 		e := &p.pool[i]
-		if p.cats[i] == catCold && int64(e.latency) <= limit && e.rif == rif {
+		if p.cats[i] == catCold && p.rankKey(e, catCold) <= limit && e.rif == rif {
 			if n == 0 {
 				return i
 			}
@@ -553,7 +559,7 @@ func (p *prequal) nthTie(cat int, key int64, ties int, rng *rand.Rand) int {
 	}
 	for i := range p.pool {
 		e := &p.pool[i]
-		if int(p.cats[i]) == cat && rankKey(e, cat) == key {
+		if int(p.cats[i]) == cat && p.rankKey(e, cat) == key {
 			if n == 0 {
 				return i
 			}

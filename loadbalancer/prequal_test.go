@@ -263,6 +263,7 @@ func TestPrequal_HCLRule(t *testing.T) {
 		name    string
 		window  []int // extra RIFs from other replicas, fed to the quantile first
 		replies map[int]ProbeReply
+		mod     func(*PrequalConfig)
 		want    int
 		wantHot bool
 	}{
@@ -270,6 +271,23 @@ func TestPrequal_HCLRule(t *testing.T) {
 			name:    "cold lowest latency beats lower RIF",
 			window:  []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
 			replies: map[int]ProbeReply{0: known(0, 9*ms), 1: known(3, 2*ms), 2: known(1, 5*ms)},
+			want:    1,
+		},
+		{
+			// 7·1 < 2·(1+3) < 5·(1+1): the paper's rule would take 1.
+			name:    "coldrif ranks latency times 1 + w·RIF",
+			window:  []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+			replies: map[int]ProbeReply{0: known(0, 7*ms), 1: known(3, 2*ms), 2: known(1, 5*ms)},
+			mod:     func(c *PrequalConfig) { c.ColdRIFWeight = 1 },
+			want:    0,
+		},
+		{
+			// Within the tolerance of the best key (8 ms·1.25 = 10 ms), RIF
+			// decides: the tolerance applies to the key, not the latency.
+			name:    "coldrif with a tolerance ties on the key",
+			window:  []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+			replies: map[int]ProbeReply{0: known(2, 4*ms), 1: known(3, 2*ms), 2: known(1, 7*ms)},
+			mod:     func(c *PrequalConfig) { c.ColdRIFWeight, c.LatencyTolerance = 1, 0.25 },
 			want:    1,
 		},
 		{
@@ -288,7 +306,7 @@ func TestPrequal_HCLRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPrequalT(t, 40, nil)
+			p := newPrequalT(t, 40, tt.mod)
 			for i, r := range tt.window {
 				p.ProbeResult(t0, p.eps[10+i%30].addr, known(r, 100*ms))
 			}

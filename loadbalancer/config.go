@@ -174,6 +174,14 @@ type PrequalConfig struct {
 	// cost of one more arrival to everyone is the latency times (1 + queue
 	// length), which w = 1 ranks by.
 	ColdRIFWeight float64 `json:"cold_rif_weight,omitempty"`
+	// CompletionRIF lowers a pool entry's RIF by one when a request of
+	// this client to its replica finishes. The paper's compensation only
+	// adds (+1 per use), so an entry's RIF counts this client's requests
+	// long after they are done; behind one ingress, least-request knows
+	// every request in flight exactly. Requests sent after the probe was
+	// answered but before it arrived are subtracted without having been
+	// counted (RIF is floored at 0).
+	CompletionRIF bool `json:"completion_rif,omitempty"`
 }
 
 // PeakEWMAConfig holds the Linkerd/Finagle peak-EWMA baseline's knobs.

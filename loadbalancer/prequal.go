@@ -675,8 +675,22 @@ func (p *prequal) markExploring(i int, pk *Picked) {
 }
 
 func (p *prequal) Done(now time.Time, pk Picked, _ time.Duration, status int) {
-	if i := p.done(now, pk, status); i >= 0 && pk.explore {
+	i := p.done(now, pk, status)
+	if i < 0 {
+		return
+	}
+	if pk.explore {
 		p.replicas[i].exploring = false
+	}
+	if p.cfg.CompletionRIF {
+		// The replica's probe counted this request (in flight when it
+		// answered, or added by compensation since): it has one fewer now.
+		for j := range p.pool {
+			if e := &p.pool[j]; int(e.ep) == i {
+				e.rif = max(e.rif-1, 0)
+				break
+			}
+		}
 	}
 }
 

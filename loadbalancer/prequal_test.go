@@ -345,6 +345,39 @@ func TestPrequal_AllHotReachable(t *testing.T) {
 	}
 }
 
+// TestPrequal_CompletionRIF: with donerif a finished request lowers its
+// replica's pool entry by one, floored at 0; without it only compensation
+// moves the entry, upwards.
+func TestPrequal_CompletionRIF(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		p := newPrequalT(t, 3, func(c *PrequalConfig) { c.CompletionRIF, c.RemovePerQuery, c.MaxReuse = on, 0, 16 })
+		fill(p, t0, map[int]ProbeReply{0: known(2, time.Millisecond), 1: known(0, 10*time.Millisecond)})
+		pk := mustPick(t, p, t0, newRNG()) // 0: the fastest, now at RIF 3
+		if p.byAddr[pk.Endpoint] != 0 {
+			t.Fatalf("picked %s, want replica 0", pk.Endpoint)
+		}
+		rifOf := func(ep int) int32 {
+			for _, e := range p.pool {
+				if int(e.ep) == ep {
+					return e.rif
+				}
+			}
+			t.Fatalf("replica %d not in the pool", ep)
+			return -1
+		}
+		p.Done(at(5), pk, 5*time.Millisecond, 200)
+		if got, want := rifOf(0), map[bool]int32{false: 3, true: 2}[on]; got != want {
+			t.Errorf("donerif=%v: RIF after the pick finished = %d, want %d", on, got, want)
+		}
+		// A request to replica 1 picked before its entry was compensated:
+		// its completion cannot take the entry below 0.
+		p.Done(at(6), p.pick(1), 5*time.Millisecond, 200)
+		if got := rifOf(1); got != 0 {
+			t.Errorf("donerif=%v: replica 1's RIF = %d, want 0 (floored)", on, got)
+		}
+	}
+}
+
 // TestPrequal_Compensation: each use adds 1 to the probe's RIF and the
 // latency of one request at RIF 1 to its latency, so a probe stops winning
 // once either makes it worse than the next.

@@ -100,6 +100,10 @@ func init() {
 			kind: kindNumber, lo: 0, hi: maxColdRIFWeight,
 			get: func(c *Config) float64 { return c.Prequal.ColdRIFWeight },
 			set: func(c *Config, v float64) { c.Prequal.ColdRIFWeight = v }},
+		paramSpec{name: "donerif", doc: "1: a finished request lowers its replica's pool entry's RIF by one; 0 = the paper's compensation, which only adds (PrequalConfig.CompletionRIF)",
+			kind: kindInt, lo: 0, hi: 1,
+			get: func(c *Config) float64 { return b2f(c.Prequal.CompletionRIF) },
+			set: func(c *Config, v float64) { c.Prequal.CompletionRIF = v != 0 }},
 		paramSpec{name: "reuselat", doc: "requests' worth of latency (the fleet's at RIF 1) each use adds to a reused probe; 0 = the paper's RIF-only compensation (PrequalConfig.ReuseLatency)",
 			kind: kindNumber, lo: 0, hi: maxReuseLatency,
 			get: func(c *Config) float64 { return c.Prequal.ReuseLatency },
@@ -426,4 +430,12 @@ func ParamValue(name, param string, cfg Config) (value string, ok bool) {
 	}
 	v.apply(&cfg)
 	return spec.format(spec.get(&cfg)), true
+}
+
+// b2f is a boolean knob's value: 1 for true.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

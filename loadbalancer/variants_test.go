@@ -46,7 +46,7 @@ func TestCanonical_VariantErrors(t *testing.T) {
 		"prequal{probes=0}":        `parameter "probes": want a number in (0, 100], got "0"`,
 		"prequal{pool=2.5}":        `parameter "pool": want an integer in [1, 4096], got "2.5"`,
 		"prequal{maxage=1}":        `parameter "maxage": want a duration like 500ms in (0s, 1h0m0s], got "1"`,
-		"prequal{nope=1}":          `loadbalancer: prequal: unknown parameter "nope", known: coldrif, maxage, pool, probes, qrif, remove, reuse, reuselat, slowmem, slowx, tol`,
+		"prequal{nope=1}":          `loadbalancer: prequal: unknown parameter "nope", known: coldrif, donerif, maxage, pool, probes, qrif, remove, reuse, reuselat, slowmem, slowx, tol`,
 		"round-robin{x=1}":         `round-robin: unknown parameter "x": round-robin takes none`,
 		"prequal{qrif=0.5,qrif=1}": `parameter "qrif" given twice`,
 		"prequal{qrif}":            `parameter "qrif": want key=value`,
@@ -91,7 +91,7 @@ func TestParams_DefaultsMatchDefaultConfig(t *testing.T) {
 			t.Errorf("%s has no doc", p.Name)
 		}
 	}
-	want := map[string]string{"coldrif": "0", "probes": "3", "remove": "1", "qrif": "0.8408964152537146", "pool": "16", "maxage": "1s", "reuse": "16", "tol": "0.05", "reuselat": "1", "slowmem": "30s", "slowx": "6"}
+	want := map[string]string{"coldrif": "0", "donerif": "0", "probes": "3", "remove": "1", "qrif": "0.8408964152537146", "pool": "16", "maxage": "1s", "reuse": "16", "tol": "0.05", "reuselat": "1", "slowmem": "30s", "slowx": "6"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Params(prequal) defaults (-want +got):\n%s", diff)
 	}

@@ -117,13 +117,15 @@ func init() {
 			get: func(c *Config) float64 { return c.Prequal.SlowFactor },
 			set: func(c *Config, v float64) { c.Prequal.SlowFactor = v }},
 	)
-	// linear and rif-only run prequal's pool: its parameters apply.
-	registerParams(NameLinear, append(slices.Clone(params[NamePrequal]),
+	// linear and rif-only run prequal's pool: its parameters apply, except
+	// coldrif, a rank of HCL's cold probes, which their scores replace.
+	pool := slices.DeleteFunc(slices.Clone(params[NamePrequal]), func(s paramSpec) bool { return s.name == "coldrif" })
+	registerParams(NameLinear, append(slices.Clone(pool),
 		paramSpec{name: "weight", doc: "the RIF coefficient of score = weight·RIF + latency/a, a the latency at one request in flight; 1 = the paper's equal weighting (LinearConfig.Weight)",
 			kind: kindNumber, lo: 0, hi: 1e6,
 			get: func(c *Config) float64 { return c.Linear.Weight },
 			set: func(c *Config, v float64) { c.Linear.Weight = v }})...)
-	registerParams(NameRIFOnly, slices.Clone(params[NamePrequal])...)
+	registerParams(NameRIFOnly, pool...)
 	registerParams(NamePrequalSync,
 		paramSpec{name: "d", doc: "probes per query; the pick waits for d-1 answers, so d >= 2 (d = 1 would pick the one replica it probed: random with a probe's delay) (SyncConfig.D)",
 			kind: kindInt, lo: 2, hi: maxSyncProbes,

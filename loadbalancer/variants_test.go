@@ -41,13 +41,16 @@ func TestCanonical_Variants(t *testing.T) {
 
 func TestCanonical_VariantErrors(t *testing.T) {
 	tests := map[string]string{
-		"prequal{qrif=x}":          `loadbalancer: prequal: parameter "qrif": want a number in [0, 1], got "x"`,
-		"prequal{qrif=1.5}":        `parameter "qrif": want a number in [0, 1], got "1.5"`,
-		"prequal{probes=0}":        `parameter "probes": want a number in (0, 100], got "0"`,
-		"prequal{pool=2.5}":        `parameter "pool": want an integer in [1, 4096], got "2.5"`,
-		"prequal{maxage=1}":        `parameter "maxage": want a duration like 500ms in (0s, 1h0m0s], got "1"`,
-		"prequal{nope=1}":          `loadbalancer: prequal: unknown parameter "nope", known: coldrif, donerif, maxage, pool, probes, qrif, remove, reuse, reuselat, slowmem, slowx, tol`,
-		"round-robin{x=1}":         `round-robin: unknown parameter "x": round-robin takes none`,
+		"prequal{qrif=x}":   `loadbalancer: prequal: parameter "qrif": want a number in [0, 1], got "x"`,
+		"prequal{qrif=1.5}": `parameter "qrif": want a number in [0, 1], got "1.5"`,
+		"prequal{probes=0}": `parameter "probes": want a number in (0, 100], got "0"`,
+		"prequal{pool=2.5}": `parameter "pool": want an integer in [1, 4096], got "2.5"`,
+		"prequal{maxage=1}": `parameter "maxage": want a duration like 500ms in (0s, 1h0m0s], got "1"`,
+		"prequal{nope=1}":   `loadbalancer: prequal: unknown parameter "nope", known: coldrif, donerif, maxage, pool, probes, qrif, remove, reuse, reuselat, slowmem, slowx, tol`,
+		"round-robin{x=1}":  `round-robin: unknown parameter "x": round-robin takes none`,
+		// coldrif ranks HCL's cold probes; linear's score has none.
+		"linear{coldrif=1}":        `linear: unknown parameter "coldrif"`,
+		"rif-only{coldrif=1}":      `rif-only: unknown parameter "coldrif"`,
 		"prequal{qrif=0.5,qrif=1}": `parameter "qrif" given twice`,
 		"prequal{qrif}":            `parameter "qrif": want key=value`,
 		"prequal{qrif=0.5":         `must end with '}'`,

@@ -172,7 +172,7 @@ func slowThenUnknown(p Policy, now time.Time, addr string) {
 
 // TestSteadyState_NoAllocations: the per-request calls must not allocate.
 func TestSteadyState_NoAllocations(t *testing.T) {
-	for _, name := range Names() {
+	for _, name := range append(Names(), "prequal{coldrif=1,donerif=1}", "linear{donerif=1}") {
 		p := newPolicy(t, name, 100, nil)
 		rng := newRNG()
 		due := make([]string, 0, 16)

@@ -157,7 +157,8 @@ type PrequalConfig struct {
 	// real replicas differ by noise (sleeping 50 ms reads 50.1 on one and
 	// 50.4 on another), and an exact ranking then sent most picks to the
 	// replica that happened to read lowest until it turned hot (the seed's
-	// C2 on loopback: fast-group max/min 41). 0 ranks exactly.
+	// C2 on loopback: fast-group max/min 41). 0 ranks exactly. With
+	// ColdRIFWeight the tolerance applies to that key, not the latency.
 	LatencyTolerance float64 `json:"latency_tolerance"`
 	// ReuseLatency is how many requests' worth of latency (the fleet's
 	// latency at RIF 1) each use adds to a reused probe's latency, beside
@@ -175,12 +176,15 @@ type PrequalConfig struct {
 	// length), which w = 1 ranks by.
 	ColdRIFWeight float64 `json:"cold_rif_weight,omitempty"`
 	// CompletionRIF lowers a pool entry's RIF by one when a request of
-	// this client to its replica finishes. The paper's compensation only
-	// adds (+1 per use), so an entry's RIF counts this client's requests
-	// long after they are done; behind one ingress, least-request knows
-	// every request in flight exactly. Requests sent after the probe was
-	// answered but before it arrived are subtracted without having been
-	// counted (RIF is floored at 0).
+	// this client to its replica finishes, as least-request's count does
+	// behind one ingress. The paper's compensation only adds (+1 per use),
+	// so an entry counts this client's requests long after they are done.
+	// A request is taken off only if the entry counted it: in flight when
+	// the answer arrived, or added by compensation (one that reached the
+	// replica after it answered, picked before the answer arrived, is
+	// taken off uncounted; RIF is floored at 0). Retries, random
+	// fallbacks, timeouts and unknown-latency entries (RIF above 0 marks
+	// an exploration) are left alone; compensation's latency is not undone.
 	CompletionRIF bool `json:"completion_rif,omitempty"`
 }
 

@@ -144,7 +144,7 @@ func (b *base) pick(i int) Picked {
 		b.regate(i)
 	}
 	b.picks++
-	return Picked{Endpoint: e.addr, index: i, gen: b.gen}
+	return Picked{Endpoint: e.addr, index: i, gen: b.gen, at: b.nowClock}
 }
 
 // lookup finds the endpoint of a token in O(1): by position when the set has

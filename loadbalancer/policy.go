@@ -72,6 +72,8 @@ type Picked struct {
 	index   int    // position in the endpoint slice at pick time
 	gen     uint64 // endpoint-set generation at pick time
 	explore bool   // prequal: this request explores a replica of unknown latency
+	at      int64  // the pick's clock reading (base.nowClock)
+	counted bool   // prequal: compensation added this request to its pool entry
 }
 
 // ProbeReply is a backend's answer to a probe.

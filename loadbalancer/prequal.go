@@ -70,7 +70,7 @@ import (
 //     window longer than the pool), nearest-rank; hot means RIF above it.
 //     Its endpoints (Q_RIF 1 all cold, 0.999 ties at the maximum hot) are
 //     the paper's (§5.3); see hotThreshold.
-//   - Ties (equal cold latency, equal hot RIF) are broken uniformly at
+//   - Ties (equal cold key, equal hot RIF) are broken uniformly at
 //     random, so identical replicas are not herded; ties for "worst" go to
 //     the oldest probe.
 //   - Probe failures are counted, and the replica's entry stays until it
@@ -418,6 +418,7 @@ func (p *prequal) Pick(now time.Time, rng *rand.Rand) (Picked, error) {
 	}
 	e.rif++
 	e.uses++
+	pk.counted = true
 	if e.budget == 0 {
 		e.budget = int32(randRound(p.bReuse, rng))
 	}
@@ -467,10 +468,16 @@ func (p *prequal) rankKey(e *probeEntry, cat int) int64 {
 		return int64(e.rif)
 	}
 	if w := p.cfg.ColdRIFWeight; w > 0 {
-		return int64(float64(e.latency) * (1 + w*float64(e.rif)))
+		// Clamped: a float beyond int64 converts to MinInt64 on amd64,
+		// which would rank the slowest, busiest probe first.
+		return int64(min(float64(e.latency)*(1+w*float64(e.rif)), maxRankKey))
 	}
 	return int64(e.latency)
 }
+
+// maxRankKey bounds a scaled rank key, with room for the tolerance's
+// multiple of it (at most 2×).
+const maxRankKey = 1 << 61
 
 // choose applies HCL to the pool and returns the chosen entry's index and
 // whether every probe was hot. One pass finds each category's best key and
@@ -517,7 +524,7 @@ func (p *prequal) choose(thr int32, rng *rand.Rand) (int, bool) {
 }
 
 // nearFastest returns, among the cold probes whose latency is at most
-// limit (the fastest's within LatencyTolerance), a uniformly random one of
+// limit (the best cold key's within LatencyTolerance), a uniformly random one of
 // those with the lowest RIF.
 func (p *prequal) nearFastest(limit int64, rng *rand.Rand) int {
 	var rif int32
@@ -610,7 +617,8 @@ func (p *prequal) removeFloor() int {
 // worst ranks as HCL does, in reverse: a probe of an averse replica first,
 // then one being explored (both last resorts for a pick), then the hot
 // probe with the highest RIF if any probe is hot, else the cold probe with
-// the highest latency (known latency ranks first, then the highest RIF).
+// the highest key, latency or coldrif's (known latency ranks first, then
+// the highest RIF).
 // Ties go to the oldest. The paper (§4) ranks "worst" by the selection
 // ranking reversed and says nothing of ties; age is its other removal
 // criterion, so it is the second key here: of equally bad probes the one
@@ -629,15 +637,16 @@ func (p *prequal) worst(thr int32) int {
 		case catExploring:
 			tier = 1
 		}
-		if w < 0 || tier > wTier || tier == wTier && worse(e, h, &p.pool[w], wHot) {
+		if w < 0 || tier > wTier || tier == wTier && p.worse(e, h, &p.pool[w], wHot) {
 			w, wHot, wTier = i, h, tier
 		}
 	}
 	return w
 }
 
-// worse reports whether a ranks strictly worse than b for removal.
-func worse(a *probeEntry, aHot bool, b *probeEntry, bHot bool) bool {
+// worse reports whether a ranks strictly worse than b for removal; known
+// cold probes by the selection's key (latency, or coldrif's).
+func (p *prequal) worse(a *probeEntry, aHot bool, b *probeEntry, bHot bool) bool {
 	if aHot != bHot {
 		return aHot
 	}
@@ -647,8 +656,8 @@ func worse(a *probeEntry, aHot bool, b *probeEntry, bHot bool) bool {
 	if a.known != b.known {
 		return a.known
 	}
-	if a.known && a.latency != b.latency {
-		return a.latency > b.latency
+	if ka, kb := p.rankKey(a, catCold), p.rankKey(b, catCold); a.known && ka != kb {
+		return ka > kb
 	}
 	return a.rif > b.rif
 }
@@ -675,21 +684,36 @@ func (p *prequal) markExploring(i int, pk *Picked) {
 }
 
 func (p *prequal) Done(now time.Time, pk Picked, _ time.Duration, status int) {
-	i := p.done(now, pk, status)
-	if i < 0 {
+	// base.done skips its decrement for an endpoint that left and came
+	// back since the pick; so does CompletionRIF.
+	i, ok := p.lookup(pk)
+	wasInFlight := ok && p.gates[i].inFlight > 0
+	if i = p.done(now, pk, status); i < 0 {
 		return
 	}
 	if pk.explore {
 		p.replicas[i].exploring = false
 	}
-	if p.cfg.CompletionRIF {
-		// The replica's probe counted this request (in flight when it
-		// answered, or added by compensation since): it has one fewer now.
-		for j := range p.pool {
-			if e := &p.pool[j]; int(e.ep) == i {
-				e.rif = max(e.rif-1, 0)
-				break
+	// A timeout or a client giving up (status < 100, 499) may leave the
+	// request still at the replica.
+	if p.cfg.CompletionRIF && wasInFlight && status >= 100 && status != 499 {
+		p.uncount(i, pk)
+	}
+}
+
+// uncount takes a finished request off its replica's pool entry when the
+// entry counted it: it was in flight when the probe's answer arrived, or
+// compensation added it. A retry or a random fallback picked after the
+// answer was never counted. An unknown-latency entry keeps its RIF: RIF
+// above 0 there marks a replica being explored (see category), and
+// lowering it would invite a second exploration.
+func (p *prequal) uncount(i int, pk Picked) {
+	for j := range p.pool {
+		if e := &p.pool[j]; int(e.ep) == i {
+			if e.known && e.rif > 0 && (pk.at < e.received || pk.counted) {
+				e.rif--
 			}
+			return
 		}
 	}
 }

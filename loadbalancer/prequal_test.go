@@ -345,6 +345,98 @@ func TestPrequal_AllHotReachable(t *testing.T) {
 	}
 }
 
+// TestPrequal_ColdRIFKey: the coldrif key in every place HCL ranks cold
+// probes (the pick with and without a tolerance, removal's "worst"), for a
+// weight other than 1, and clamped where latency·w·RIF leaves int64.
+func TestPrequal_ColdRIFKey(t *testing.T) {
+	ms := time.Millisecond
+	cfg := func(w, tol float64) func(*PrequalConfig) {
+		return func(c *PrequalConfig) { c.ColdRIFWeight, c.LatencyTolerance, c.QRIF, c.RemovePerQuery = w, tol, 1, 0 }
+	}
+	pickOf := func(p *prequal, replies map[int]ProbeReply) int {
+		t.Helper()
+		fill(p, t0, replies)
+		return p.byAddr[mustPick(t, p, t0, newRNG()).Endpoint]
+	}
+	// w = 0.5, exact: keys 4 and 5 ms (6 and 5 at w = 1); the best has RIF 2.
+	if got := pickOf(newPrequalT(t, 2, cfg(0.5, 0)), map[int]ProbeReply{0: known(2, 2*ms), 1: known(0, 5*ms)}); got != 0 {
+		t.Errorf("w=0.5: picked %d, want 0 (key 4 ms)", got)
+	}
+	// A tolerance of 0.5 on keys 4 (RIF 3), 5.7 (RIF 2) and 10 ms (RIF 1):
+	// the band is 6 ms of key, so 0 and 2 tie and the lower RIF, 2, wins;
+	// 1 is inside on latency (5 ms) but not on its key.
+	if got := pickOf(newPrequalT(t, 3, cfg(1, 0.5)), map[int]ProbeReply{0: known(3, ms), 1: known(1, 5*ms), 2: known(2, 1900*time.Microsecond)}); got != 2 {
+		t.Errorf("tol=0.5: picked %d, want 2 (inside the band on its key, lower RIF)", got)
+	}
+	// Removal's worst is the highest key, not the highest latency.
+	p := newPrequalT(t, 3, cfg(1, 0))
+	fill(p, t0, map[int]ProbeReply{0: known(10, 2*ms), 1: known(0, 5*ms), 2: known(6, 3*ms)})
+	if w := int(p.pool[p.worst(p.hotThreshold())].ep); w != 0 {
+		t.Errorf("worst = %d, want 0 (key 22 ms)", w)
+	}
+	// latency·w·RIF past int64: the busiest, slowest probe must not wrap
+	// to the lowest key, and a tolerance over it must not panic.
+	if got := pickOf(newPrequalT(t, 3, cfg(100, 0)), map[int]ProbeReply{0: known(2000, 24*time.Hour), 1: known(0, ms), 2: known(0, 2*ms)}); got != 1 {
+		t.Errorf("overflowing key: picked %d, want 1", got)
+	}
+	_ = pickOf(newPrequalT(t, 3, cfg(100, 0.05)), map[int]ProbeReply{0: known(1050, 24*time.Hour), 1: known(1055, 24*time.Hour), 2: known(1060, 24*time.Hour)})
+}
+
+// TestPrequal_CompletionRIFCountsOnlyWhatTheEntryCounted: a retry picked
+// after the answer (never in the entry) finishing does not lower it, and
+// an unknown-latency entry keeps the RIF that marks it being explored.
+func TestPrequal_CompletionRIFCountsOnlyWhatTheEntryCounted(t *testing.T) {
+	cfg := func(c *PrequalConfig) { c.CompletionRIF, c.RemovePerQuery = true, 0 }
+	p := newPrequalT(t, 2, cfg)
+	fill(p, t0, map[int]ProbeReply{0: known(5, time.Millisecond), 1: known(0, 9*time.Millisecond)})
+	for range 5 {
+		pk, ok := p.PickOther(at(1), newRNG(), p.eps[1].addr)
+		if !ok || p.byAddr[pk.Endpoint] != 0 {
+			t.Fatalf("PickOther = %+v, %v", pk, ok)
+		}
+		p.Done(at(2), pk, time.Millisecond, 200)
+	}
+	if got := p.pool[0].rif; got != 5 {
+		t.Errorf("RIF after five retries finished = %d, want 5 (they were never counted)", got)
+	}
+	// A request in flight before the answer arrived was counted by it.
+	// A timeout (status 0) may leave it at the replica: not taken off.
+	q := newPrequalT(t, 2, cfg)
+	early, timedOut := q.pick(0), q.pick(0)
+	fill(q, at(1), map[int]ProbeReply{0: known(5, time.Millisecond), 1: known(0, 9*time.Millisecond)})
+	q.Done(at(2), early, time.Millisecond, 200)
+	q.Done(at(2), timedOut, time.Second, 0)
+	if got := q.pool[0].rif; got != 4 {
+		t.Errorf("RIF after a request from before the answer finished and one timed out = %d, want 4", got)
+	}
+	// An endpoint that left and came back: the old pick is not its load.
+	r := newPrequalT(t, 2, cfg)
+	old := r.pick(0)
+	r.SetEndpoints(at(1), []string{r.eps[1].addr})
+	r.SetEndpoints(at(1), addrs(2))
+	fill(r, at(2), map[int]ProbeReply{0: known(1, time.Millisecond), 1: known(0, 9*time.Millisecond)})
+	r.Done(at(3), old, time.Millisecond, 200)
+	if got := r.pool[len(r.pool)-1].rif + r.pool[0].rif; got != 1 {
+		t.Errorf("RIFs after a pick from before the endpoint left finished = %d, want 1", got)
+	}
+
+	// MinProbes 3: the spent unknown probe stays in the pool of three.
+	u := newPrequalT(t, 3, func(c *PrequalConfig) { cfg(c); c.MinProbes = 3 })
+	fill(u, t0, map[int]ProbeReply{0: {RIF: 0}, 1: known(0, time.Millisecond), 2: known(0, time.Millisecond)})
+	first := mustPick(t, u, t0, newRNG())
+	if u.byAddr[first.Endpoint] != 0 || !first.explore {
+		t.Fatalf("first pick = %+v, want the unknown replica 0, exploring", first)
+	}
+	u.Done(at(1), first, time.Millisecond, 200)
+	for i := range 4 {
+		pk := mustPick(t, u, at(2+i), newRNG())
+		if u.byAddr[pk.Endpoint] == 0 {
+			t.Fatalf("pick %d went to the unknown replica again before a fresh answer", i)
+		}
+		u.Done(at(2+i), pk, time.Millisecond, 200)
+	}
+}
+
 // TestPrequal_CompletionRIF: with donerif a finished request lowers its
 // replica's pool entry by one, floored at 0; without it only compensation
 // moves the entry, upwards.

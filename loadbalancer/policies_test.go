@@ -570,3 +570,30 @@ func TestPrequalSync_CountsEachProbesOutcome(t *testing.T) {
 		t.Errorf("planned %d probes, want 12", s.ProbesPlanned)
 	}
 }
+
+// prequal-sync takes coldrif from its variant string and ranks its
+// answers by the same key: a busier, faster answer loses to an idle one.
+func TestPrequalSync_ColdRIF(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want int
+	}{{"prequal-sync", 0}, {"prequal-sync{coldrif=1}", 1}} {
+		p, err := New(tt.name, DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SetEndpoints(t0, addrs(10))
+		sp := p.(SyncPicker)
+		rng := newRNG()
+		plan := sp.PlanSync(t0, rng, nil)
+		// 5 ms at RIF 3 against 8 ms idle: keys 20 and 8 ms at w = 1.
+		ans := []SyncAnswer{
+			{Endpoint: plan[0], Reply: known(3, 5*time.Millisecond), OK: true},
+			{Endpoint: plan[1], Reply: known(0, 8*time.Millisecond), OK: true},
+		}
+		pk, err := sp.PickSync(t0, rng, ans)
+		if err != nil || pk.Endpoint != plan[tt.want] {
+			t.Errorf("%s: PickSync = %+v, %v; want %s", tt.name, pk, err, plan[tt.want])
+		}
+	}
+}

@@ -139,6 +139,10 @@ func init() {
 			kind: kindNumber, lo: 0, hi: 1,
 			get: func(c *Config) float64 { return c.Prequal.QRIF },
 			set: func(c *Config, v float64) { c.Prequal.QRIF = v }},
+		paramSpec{name: "coldrif", doc: "w in the cold rank latency·(1 + w·RIF), as prequal's (PrequalConfig.ColdRIFWeight)",
+			kind: kindNumber, lo: 0, hi: maxColdRIFWeight,
+			get: func(c *Config) float64 { return c.Prequal.ColdRIFWeight },
+			set: func(c *Config, v float64) { c.Prequal.ColdRIFWeight = v }},
 	)
 	registerParams(NameWRR,
 		paramSpec{name: "penalty", doc: "error_utilization_penalty in weight = qps/(utilization + penalty·eps/qps) (WRRConfig.Penalty)",

@@ -55,7 +55,7 @@ func TestParseSweep_ErrorsNameTheParameterAndWhatIsExpected(t *testing.T) {
 		{"prequal:qrif=0.5,,1", `parameter "qrif" of prequal: value 2 is empty`},
 		{"prequal:qrif=0.5,2", `parameter "qrif": want a number in [0, 1], got "2"`},
 		{"prequal:qrif=0.5,x", `parameter "qrif": want a number in [0, 1], got "x"`},
-		{"prequal:bogus=1,2", `unknown parameter "bogus", known: maxage, pool, probes, qrif, remove, reuse`},
+		{"prequal:bogus=1,2", `unknown parameter "bogus", known: coldrif, donerif, maxage, pool, probes, qrif, remove, reuse`},
 		{"round-robin:weight=1,2", `round-robin takes none`},
 		{"prequal:qrif=0.5,0.50", `value "0.50" is the same as value "0.5"`},
 		{"prequal{qrif=0.6}:qrif=0.5,1", `parameter "qrif": prequal{qrif=0.6} already sets it; sweep it on prequal instead`},

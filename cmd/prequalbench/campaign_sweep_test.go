@@ -20,7 +20,7 @@ func TestCampaignRun_BadSweepExits2BeforeAnythingRuns(t *testing.T) {
 		want string
 	}{
 		{[]string{"--sweep", "prequal:qrif=0.5,2"}, `--sweep prequal:qrif=0.5,2: prequal: parameter "qrif": want a number in [0, 1], got "2"`},
-		{[]string{"--sweep", "prequal:bogus=1,2"}, `unknown parameter "bogus", known: maxage, pool, probes, qrif, remove, reuse`},
+		{[]string{"--sweep", "prequal:bogus=1,2"}, `unknown parameter "bogus", known: coldrif, donerif, maxage, pool, probes, qrif, remove, reuse`},
 		{[]string{"--sweep", "prequal"}, "--sweep prequal: got \"prequal\", want ALGORITHM:PARAMETER=V1,V2,..."},
 		{[]string{"--sweep", "prequal:qrif=0.5"}, `--sweep prequal:qrif=0.5: parameter "qrif" of prequal: got 1 value(s), want at least two`},
 		{[]string{"--sweep", "prequal:qrif=0.5,1", "--sweep", "pq:qrif=0.6,0.7"}, "protocol.sweep[1]: sweeps qrif of prequal again"},
